@@ -1,0 +1,361 @@
+"""The kernel contract of SPEC.md: layout constants and the one validator per op.
+
+Every backend calls ``check_<op>`` before it launches anything, so bad input gets the same
+``InputError`` (a ``ValueError`` naming the argument) from every backend, and nothing is written
+before it. Checks that must read device data (lengths, tables, indices) run only with
+``validate=True``; they copy the small integer tensors to the host once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+OPS = ("compress", "indexer_logits", "topk_indices", "sparse_attention")
+
+# compress (SPEC 1)
+RATIOS = (4, 128)
+MODES = ("ring", "paged", "online")
+RING_WIDTH = {4: 8, 128: 128}  # positions a ring row keeps
+ROW_WIDTH_FACTOR = {4: 4, 128: 2}  # E = factor * d: [kv_ov|kv_cur|sc_ov|sc_cur] or [kv|sc]
+APE_SHAPE = {4: lambda d: (4, 2 * d), 128: lambda d: (128, d)}
+ONLINE_FIELDS = 3  # running max m, running sum s, running normalised mean v
+
+# indexer logits (SPEC 2)
+INDEXER_DIM = 128
+INDEXER_BLOCK = 64  # compressed entries per cache block
+INDEXER_KEY_BYTES = INDEXER_BLOCK * INDEXER_DIM  # e4m3 keys, entry-major, first
+INDEXER_BLOCK_BYTES = INDEXER_BLOCK * (INDEXER_DIM + 4)  # then 64 float32 scales
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+# top-k (SPEC 3)
+TOPK_SUPPORTED_K = (512, 1024, 2048)  # what kernels must support; the reference takes any k >= 1
+
+# sparse attention (SPEC 4)
+ATTN_DIM = 512
+
+INT32_MAX = 2**31 - 1
+
+
+class InputError(ValueError):
+    """Invalid input to an op. ``argument`` names the offending argument."""
+
+    def __init__(self, argument: str, message: str):
+        super().__init__(f"{argument}: {message}")
+        self.argument = argument
+
+
+# ---------------------------------------------------------------------------------------------
+# small building blocks
+
+
+def _tensor(name, x, dtype, ndim, device=None):
+    if not isinstance(x, torch.Tensor):
+        raise InputError(name, f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise InputError(name, f"expected dtype {dtype}, got {x.dtype}")
+    if x.dim() != ndim:
+        raise InputError(name, f"expected {ndim} dimensions, got shape {tuple(x.shape)}")
+    if device is not None and x.device != device:
+        raise InputError(name, f"expected device {device} (the device of the first tensor), got {x.device}")
+    if not x.is_contiguous():
+        raise InputError(name, "expected a contiguous tensor")
+    return x
+
+
+def _shape(name, x, expected):
+    if tuple(x.shape) != tuple(expected):
+        raise InputError(name, f"expected shape {tuple(expected)}, got {tuple(x.shape)}")
+
+
+def _int(name, value, minimum=None, choices=None, maximum=INT32_MAX):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(name, f"expected an int, got {type(value).__name__}")
+    if choices is not None and value not in choices:
+        raise InputError(name, f"expected one of {choices}, got {value}")
+    if minimum is not None and value < minimum:
+        raise InputError(name, f"expected an int >= {minimum}, got {value}")
+    if value > maximum:
+        raise InputError(name, f"expected an int <= {maximum}, got {value}")
+    return value
+
+
+def _host(x):
+    return x.detach().cpu().tolist()
+
+
+def _range(name, values, lo, hi, what="value", row=None):
+    """All of ``values`` (a flat list; row ``row`` of a 2-D argument if given) lie in [lo, hi]."""
+    for i, v in enumerate(values):
+        if not lo <= v <= hi:
+            where = f"[{i}]" if row is None else f"[{row}, {i}]"
+            raise InputError(name, f"{name}{where} = {v}, expected {lo} <= {what} <= {hi}")
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------------------------------------
+# compress
+
+
+def compress_emitted(ratio, prefix_len, extend_len):
+    """The entries j emitted by one request's call: those with r*j + r - 1 in the new positions."""
+    return range(prefix_len // ratio, (prefix_len + extend_len) // ratio)
+
+
+def compress_state_reads(ratio, prefix_len, extend_len):
+    """Positions one request reads from the state (ring or paged): the part of the first emitted
+    entry's window that lies before the prefix. Empty when the call emits nothing."""
+    emitted = compress_emitted(ratio, prefix_len, extend_len)
+    if len(emitted) == 0:
+        return range(0)
+    j = emitted[0]
+    window_start = ratio * j - 4 if ratio == 4 else ratio * j  # C4 also reads block j-1 (overlap)
+    return range(max(0, window_start), prefix_len)
+
+
+def compress_output_rows(ratio, prefix_lens, extend_lens):
+    """Rows of the output: one per emitted entry, all requests."""
+    return sum(len(compress_emitted(ratio, p, e)) for p, e in zip(prefix_lens, extend_lens))
+
+
+@dataclass(frozen=True)
+class CompressLayout:
+    ratio: int
+    mode: str
+    d: int  # compressed head dim
+    width: int  # E, the raw row width
+    batch: int
+    # host copies of the lengths; None when validate=False (the caller reads them when it must)
+    prefix_lens: list | None
+    extend_lens: list | None
+
+
+def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None,
+                   page_table=None, validate=True) -> CompressLayout:
+    ratio = _int("ratio", ratio, choices=RATIOS)
+    if mode not in MODES:
+        raise InputError("mode", f"expected one of {MODES}, got {mode!r}")
+    if mode == "online" and ratio != 128:
+        raise InputError("mode", "online mode exists for ratio 128 only")
+    _tensor("kv_score", kv_score, torch.float32, 2)
+    device = kv_score.device
+    factor = ROW_WIDTH_FACTOR[ratio]
+    width = kv_score.shape[1]
+    if width == 0 or width % factor:
+        raise InputError("kv_score", f"ratio {ratio} rows are {factor}*d wide, got width {width}")
+    d = width // factor
+    _tensor("ape", ape, torch.float32, 2, device)
+    _shape("ape", ape, APE_SHAPE[ratio](d))
+    _tensor("prefix_lens", prefix_lens, torch.int32, 1, device)
+    batch = prefix_lens.shape[0]
+    _tensor("extend_lens", extend_lens, torch.int32, 1, device)
+    _shape("extend_lens", extend_lens, (batch,))
+
+    _tensor("state", state, torch.float32, 3, device)
+    if mode == "paged":
+        if tuple(state.shape[1:]) != (ratio, width):
+            raise InputError("state", f"paged state is [pages, {ratio}, {width}], got {tuple(state.shape)}")
+        if state_rows is not None:
+            raise InputError("state_rows", "is for ring and online modes; paged mode takes page_table")
+        if page_table is None:
+            raise InputError("page_table", "is required in paged mode")
+        _tensor("page_table", page_table, torch.int32, 2, device)
+        if page_table.shape[0] != batch:
+            raise InputError("page_table", f"expected {batch} rows (one per request), got {page_table.shape[0]}")
+    else:
+        row_shape = (RING_WIDTH[ratio], width) if mode == "ring" else (ONLINE_FIELDS, d)
+        if tuple(state.shape[1:]) != row_shape:
+            raise InputError("state", f"{mode} state is [rows, {row_shape[0]}, {row_shape[1]}], "
+                                      f"got {tuple(state.shape)}")
+        if page_table is not None:
+            raise InputError("page_table", f"is for paged mode; {mode} mode takes state_rows")
+        if state_rows is None:
+            raise InputError("state_rows", f"is required in {mode} mode")
+        _tensor("state_rows", state_rows, torch.int32, 1, device)
+        _shape("state_rows", state_rows, (batch,))
+
+    if not validate:
+        return CompressLayout(ratio, mode, d, width, batch, None, None)
+
+    prefix, extend = _host(prefix_lens), _host(extend_lens)
+    _range("prefix_lens", prefix, 0, INT32_MAX)
+    _range("extend_lens", extend, 0, INT32_MAX)
+    for b in range(batch):
+        if prefix[b] + extend[b] > INT32_MAX:
+            raise InputError("extend_lens", f"request {b}: prefix + extend exceeds int32 positions")
+    if sum(extend) != kv_score.shape[0]:
+        raise InputError("kv_score", f"expected sum(extend_lens) = {sum(extend)} rows, got {kv_score.shape[0]}")
+
+    if mode == "paged":
+        _check_compress_pages(ratio, state.shape[0], _host(page_table), prefix, extend)
+    else:
+        rows = _host(state_rows)
+        _range("state_rows", rows, 0, state.shape[0] - 1, "row of state")
+        if len(set(rows)) != len(rows):
+            raise InputError("state_rows", "two requests share a state row")
+    return CompressLayout(ratio, mode, d, width, batch, prefix, extend)
+
+
+def _check_compress_pages(ratio, num_pages, table, prefix, extend):
+    """Pages read must be present; a page written belongs to one (request, block) only."""
+    max_blocks = len(table[0]) if table else 0
+    owners = {}  # page -> {(request, block)} over every page the call touches
+    written = set()
+    for b, row in enumerate(table):
+        _range("page_table", row, -1, num_pages - 1, "page", row=b)
+        read_blocks = {p // ratio for p in compress_state_reads(ratio, prefix[b], extend[b])}
+        write_blocks = {p // ratio for p in range(prefix[b], prefix[b] + extend[b])}
+        last = max(read_blocks | write_blocks, default=-1)
+        if last >= max_blocks:
+            raise InputError("page_table", f"request {b} uses block {last} but the table has {max_blocks} columns")
+        for blk in sorted(read_blocks):
+            if row[blk] < 0:
+                raise InputError("page_table", f"request {b} must read block {blk} (positions "
+                                               f"{blk * ratio}..{blk * ratio + ratio - 1}) but its page is -1")
+        for blk in read_blocks | write_blocks:
+            if row[blk] >= 0:
+                owners.setdefault(row[blk], set()).add((b, blk))
+        written.update(row[blk] for blk in write_blocks if row[blk] >= 0)
+    for page in sorted(written):
+        if len(owners[page]) > 1:
+            users = ", ".join(f"request {b} block {blk}" for b, blk in sorted(owners[page]))
+            raise InputError("page_table", f"page {page} is written by this call and also used by {users}")
+
+
+# ---------------------------------------------------------------------------------------------
+# indexer logits
+
+
+@dataclass(frozen=True)
+class IndexerLayout:
+    batch: int
+    heads: int
+    context_lens: list | None
+
+
+def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_context_len,
+                         validate=True) -> IndexerLayout:
+    _tensor("q_fp8", q_fp8, torch.float8_e4m3fn, 3)
+    device = q_fp8.device
+    batch, heads, dim = q_fp8.shape
+    if dim != INDEXER_DIM:
+        raise InputError("q_fp8", f"expected head dim {INDEXER_DIM}, got shape {tuple(q_fp8.shape)}")
+    if heads == 0:
+        raise InputError("q_fp8", "expected at least one head")
+    _tensor("weights", weights, torch.float32, 2, device)
+    _shape("weights", weights, (batch, heads))
+    _tensor("kv_cache", kv_cache, torch.uint8, 2, device)
+    if kv_cache.shape[1] != INDEXER_BLOCK_BYTES:
+        raise InputError("kv_cache", f"expected [num_blocks, {INDEXER_BLOCK_BYTES}] "
+                                     f"(64 x 128 e4m3 keys then 64 float32 scales), got {tuple(kv_cache.shape)}")
+    _tensor("context_lens", context_lens, torch.int32, 1, device)
+    _shape("context_lens", context_lens, (batch,))
+    _tensor("block_table", block_table, torch.int32, 2, device)
+    if block_table.shape[0] != batch:
+        raise InputError("block_table", f"expected {batch} rows (one per request), got {block_table.shape[0]}")
+    _int("max_context_len", max_context_len, minimum=0)
+    if not validate:
+        return IndexerLayout(batch, heads, None)
+
+    lens = _host(context_lens)
+    max_blocks = block_table.shape[1]
+    _range("context_lens", lens, 0, max_context_len, "context_len")
+    table = _host(block_table)
+    for b, n in enumerate(lens):
+        needed = cdiv(n, INDEXER_BLOCK)
+        if needed > max_blocks:
+            raise InputError("block_table", f"request {b} has {n} entries = {needed} blocks, "
+                                            f"but the table has {max_blocks} columns")
+        _range("block_table", table[b][:needed], 0, kv_cache.shape[0] - 1, "block of kv_cache", row=b)
+    return IndexerLayout(batch, heads, lens)
+
+
+# ---------------------------------------------------------------------------------------------
+# top-k
+
+
+@dataclass(frozen=True)
+class TopkLayout:
+    batch: int
+    columns: int
+    seq_lens: list | None
+
+
+def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True) -> TopkLayout:
+    _tensor("logits", logits, torch.float32, 2)
+    device = logits.device
+    batch, columns = logits.shape
+    _tensor("seq_lens", seq_lens, torch.int32, 1, device)
+    _shape("seq_lens", seq_lens, (batch,))
+    _tensor("page_table", page_table, torch.int32, 2, device)
+    if page_table.shape[0] != batch:
+        raise InputError("page_table", f"expected {batch} rows (one per request), got {page_table.shape[0]}")
+    _int("k", k, minimum=1)
+    _int("page_size", page_size, minimum=1)
+    if not validate:
+        return TopkLayout(batch, columns, None)
+
+    lens = _host(seq_lens)
+    _range("seq_lens", lens, 0, columns, "seq_len (columns of logits)")
+    table = _host(page_table)
+    max_pages = page_table.shape[1]
+    for b, n in enumerate(lens):
+        needed = cdiv(n, page_size)
+        if needed > max_pages:
+            raise InputError("page_table", f"request {b} has {n} columns = {needed} pages, "
+                                           f"but the table has {max_pages} columns")
+        _range("page_table", table[b][:needed], 0, INT32_MAX // page_size - 1,
+               "page (needed: the first ceil(seq_len/page_size) pages)", row=b)
+    if batch and columns:  # rows on the long path (seq_len > k) are compared, so no NaN may be there
+        read = (torch.arange(columns, device=device)[None, :] < seq_lens[:, None]) & (seq_lens[:, None] > k)
+        bad = torch.isnan(logits) & read
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise InputError("logits", f"NaN at row {b}, column {t}, inside seq_lens[{b}] = {lens[b]}")
+    return TopkLayout(batch, columns, lens)
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse attention
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    batch: int
+    heads: int
+    topk: int  # K, indices per row
+
+
+def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True) -> AttentionLayout:
+    _tensor("q", q, torch.bfloat16, 3)
+    device = q.device
+    batch, heads, dim = q.shape
+    if dim != ATTN_DIM:
+        raise InputError("q", f"expected head dim {ATTN_DIM}, got shape {tuple(q.shape)}")
+    if heads == 0:
+        raise InputError("q", "expected at least one head")
+    _tensor("kv", kv, torch.bfloat16, 2, device)
+    if kv.shape[1] != ATTN_DIM:
+        raise InputError("kv", f"expected [N, {ATTN_DIM}], got {tuple(kv.shape)}")
+    _tensor("indices", indices, torch.int32, 2, device)
+    if indices.shape[0] != batch:
+        raise InputError("indices", f"expected {batch} rows (one per query row), got {indices.shape[0]}")
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
+            or sm_scale <= 0:
+        raise InputError("sm_scale", f"expected a finite float > 0, got {sm_scale!r}")
+    if attn_sink is not None:
+        _tensor("attn_sink", attn_sink, torch.float32, 1, device)
+        _shape("attn_sink", attn_sink, (heads,))
+    if validate and indices.numel():
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < -1 or hi >= kv.shape[0]:
+            bad = ((indices < -1) | (indices >= kv.shape[0])).nonzero()[0]
+            b, i = int(bad[0]), int(bad[1])
+            raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, "
+                                        f"expected -1 <= index < {kv.shape[0]} (rows of kv)")
+    return AttentionLayout(batch, heads, indices.shape[1])

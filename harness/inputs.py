@@ -1,0 +1,323 @@
+"""Builders of realistic inputs for the four ops, shared by tests, checks and benchmarks.
+
+Everything random is drawn on the CPU from a seeded generator and then moved to the target device,
+so a seed gives the same case on every device. Memory an op must not read (ring slots and pages
+that hold no position, cache blocks no table names, logits past the valid length) is poisoned, so a
+kernel that reads it produces NaN or a wrong selection instead of passing by luck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from harness import contract
+
+POISON = float("nan")
+
+
+# ---------------------------------------------------------------------------------------------
+# model shapes (SPEC 6)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    name: str
+    layers: int
+    query_heads: int
+    index_topk: int
+    head_dim: int = 512
+    rope_dim: int = 64
+    indexer_heads: int = 64
+    indexer_dim: int = 128
+    window: int = 128
+    max_context: int = 1 << 20
+
+    @property
+    def sm_scale(self):
+        return self.head_dim ** -0.5
+
+
+V4_FLASH = ModelShape("v4-flash", layers=43, query_heads=64, index_topk=512)
+V4_PRO = ModelShape("v4-pro", layers=61, query_heads=128, index_topk=1024)
+PRESETS = {m.name: m for m in (V4_FLASH, V4_PRO)}
+
+
+# ---------------------------------------------------------------------------------------------
+# the bundle a builder returns
+
+
+@dataclass
+class OpInputs:
+    """Positional tensors and keyword arguments of one op call, plus what built them."""
+
+    args: tuple
+    kwargs: dict
+    extra: dict = field(default_factory=dict)
+
+    def call(self, op, **overrides):
+        return op(*self.args, **{**self.kwargs, **overrides})
+
+    def clone(self):
+        """A deep copy of every tensor, so a state updated in place by one call leaves this intact."""
+        def copy(x):
+            return x.clone() if isinstance(x, torch.Tensor) else x
+        return OpInputs(tuple(copy(a) for a in self.args), {k: copy(v) for k, v in self.kwargs.items()},
+                        dict(self.extra))
+
+
+def generator(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(gen, *shape, scale=1.0):
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).mul_(scale).float()
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 quantisers (SPEC 2)
+
+
+def quantize_fp8_rows(x, eps=1e-10):
+    """Per-row e4m3 quantisation over the last dim: scale = amax(|x|)/448, x_fp8 = x/scale.
+    Returns (x_fp8, scale float32 [...]); a row of zeros gets a tiny scale, not a NaN."""
+    x = x.float()
+    scale = x.abs().amax(dim=-1).clamp_min(eps) / contract.FP8_MAX
+    x_fp8 = (x / scale[..., None]).clamp(-contract.FP8_MAX, contract.FP8_MAX).to(torch.float8_e4m3fn)
+    return x_fp8, scale
+
+
+def dequantize_fp8_rows(x_fp8, scale):
+    return x_fp8.double() * scale.double()[..., None]
+
+
+def quantize_indexer_queries(q, weights, softmax_scale=contract.INDEXER_DIM ** -0.5):
+    """q float [B, H, 128], weights [B, H] -> (q_fp8, weights with softmax and query scales folded in).
+    Valid because relu(c*x) = c*relu(x) for the positive query scale c."""
+    q_fp8, q_scale = quantize_fp8_rows(q)
+    return q_fp8, (weights.float() * q_scale * softmax_scale).float()
+
+
+# ---------------------------------------------------------------------------------------------
+# page tables and the paged indexer cache
+
+
+def random_page_table(blocks_per_request, num_pages, gen, *, columns=None, released=None):
+    """int32 [B, columns]: each request's blocks get distinct random pages of a pool of num_pages;
+    columns past a request's blocks are -1, and so is every block in released[b] (a set)."""
+    needed = sum(blocks_per_request)
+    if needed > num_pages:
+        raise ValueError(f"{needed} blocks do not fit in {num_pages} pages")
+    columns = max(blocks_per_request, default=0) if columns is None else columns
+    pages = torch.randperm(num_pages, generator=gen)[:needed].tolist()
+    table = torch.full((len(blocks_per_request), columns), -1, dtype=torch.int32)
+    for b, n in enumerate(blocks_per_request):
+        for blk in range(n):
+            page = pages.pop()
+            if not (released and blk in released[b]):
+                table[b, blk] = page
+    return table
+
+
+def pack_indexer_cache(keys_fp8, scales, block_table, num_blocks):
+    """Per request b, keys_fp8[b] e4m3 [n_b, 128] and scales[b] float32 [n_b] -> uint8
+    [num_blocks, 64*132]: entry t in block block_table[b, t // 64], row t % 64. Blocks and rows that
+    hold no entry are 0xFF bytes: NaN keys and NaN scales."""
+    cache = torch.full((num_blocks, contract.INDEXER_BLOCK_BYTES), 0xFF, dtype=torch.uint8)
+    keys = cache[:, :contract.INDEXER_KEY_BYTES].view(num_blocks, contract.INDEXER_BLOCK, contract.INDEXER_DIM)
+    scale_bytes = cache[:, contract.INDEXER_KEY_BYTES:].view(num_blocks, contract.INDEXER_BLOCK, 4)
+    for b, (k, s) in enumerate(zip(keys_fp8, scales)):
+        for t in range(k.shape[0]):
+            blk, row = int(block_table[b, t // contract.INDEXER_BLOCK]), t % contract.INDEXER_BLOCK
+            keys[blk, row] = k[t].view(torch.uint8)
+            scale_bytes[blk, row] = s[t:t + 1].float().view(torch.uint8)
+    return cache
+
+
+# ---------------------------------------------------------------------------------------------
+# compress: inputs and state built from each request's token history
+
+
+def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="cpu", score_scale=1.0,
+                    spare=2, release=False):
+    """A compress call for requests with the given prefix and extend lengths.
+
+    Every request gets a random history of raw rows for positions 0..prefix+extend-1
+    (extra["history"][b]); kv_score holds the new part, the state the part a call may read.
+    spare: unused state rows or pages in the pool. release: in paged mode, blocks before the
+    next emission's window are -1, as an engine that frees them would leave them."""
+    gen = generator(seed)
+    width = contract.ROW_WIDTH_FACTOR[ratio] * d
+    batch = len(prefix_lens)
+    history = []
+    for p, e in zip(prefix_lens, extend_lens):
+        rows = randn(gen, p + e, width)
+        rows[:, width // 2:] *= score_scale  # the score half of the row
+        history.append(rows)
+    ape = randn(gen, *contract.APE_SHAPE[ratio](d), scale=0.5)
+    kv_score = torch.cat([h[p:] for h, p in zip(history, prefix_lens)]) if batch else torch.zeros(0, width)
+    kwargs = dict(ratio=ratio, prefix_lens=torch.tensor(prefix_lens, dtype=torch.int32),
+                  extend_lens=torch.tensor(extend_lens, dtype=torch.int32), mode=mode)
+    if mode == "paged":
+        blocks = [contract.cdiv(p + e, ratio) for p, e in zip(prefix_lens, extend_lens)]
+        released = [set(range(_first_needed_block(ratio, p))) for p in prefix_lens] if release else None
+        table = random_page_table(blocks, sum(blocks) + spare, gen, released=released)
+        state = paged_state(history, prefix_lens, ratio, width, table, sum(blocks) + spare)
+        kwargs["page_table"] = table
+    else:
+        rows = torch.randperm(batch + spare, generator=gen)[:batch].int()
+        if mode == "ring":
+            state = ring_state(history, prefix_lens, ratio, width, rows, batch + spare)
+        else:
+            state = online_state(history, prefix_lens, ape, rows, batch + spare)
+        kwargs["state_rows"] = rows
+    inputs = OpInputs((kv_score, ape, state), kwargs, dict(history=history, seed=seed))
+    return to_device(inputs, device)
+
+
+def _first_needed_block(ratio, prefix_len):
+    """The oldest block the next emission after prefix_len reads (C4 also needs the overlap block)."""
+    reads = contract.compress_state_reads(ratio, prefix_len, ratio)
+    return (reads[0] if len(reads) else prefix_len) // ratio
+
+
+def ring_state(history, prefix_lens, ratio, width, state_rows, num_rows):
+    """float32 [num_rows, W, E]: request b's row keeps its last min(W, prefix) positions at p % W;
+    every other slot is NaN."""
+    slots = contract.RING_WIDTH[ratio]
+    state = torch.full((num_rows, slots, width), POISON)
+    for b, p in enumerate(prefix_lens):
+        for pos in range(max(0, p - slots), p):
+            state[int(state_rows[b]), pos % slots] = history[b][pos]
+    return state
+
+
+def paged_state(history, prefix_lens, ratio, width, page_table, num_pages):
+    """float32 [num_pages, r, E]: each prefix position whose block has a page sits at slot p % r;
+    everything else is NaN."""
+    state = torch.full((num_pages, ratio, width), POISON)
+    for b, p in enumerate(prefix_lens):
+        for pos in range(p):
+            page = int(page_table[b, pos // ratio])
+            if page >= 0:
+                state[page, pos % ratio] = history[b][pos]
+    return state
+
+
+def online_state(history, prefix_lens, ape, state_rows, num_rows):
+    """float32 [num_rows, 3, d]: (max, sum, normalised mean) of the biased logits of the prefix's
+    partial block; NaN where the prefix ends on a block boundary (the op must start afresh)."""
+    d = ape.shape[1]
+    state = torch.full((num_rows, contract.ONLINE_FIELDS, d), POISON)
+    for b, p in enumerate(prefix_lens):
+        start = p - p % 128
+        if start == p:
+            continue
+        block = history[b][start:p].double()
+        logits = block[:, d:] + ape[:p - start].double()
+        m = logits.max(dim=0).values
+        w = torch.exp(logits - m)
+        state[int(state_rows[b])] = torch.stack([m, w.sum(0), (w * block[:, :d]).sum(0) / w.sum(0)]).float()
+    return state
+
+
+# ---------------------------------------------------------------------------------------------
+# indexer logits
+
+
+def indexer_inputs(*, context_lens, heads=64, seed, device="cpu", max_context_len=None, spare_blocks=2,
+                   key_scale=1.0):
+    """Random keys per request quantised per entry into a paged cache with a random block table;
+    queries quantised per (row, head), weights with the scales folded in."""
+    gen = generator(seed)
+    batch = len(context_lens)
+    max_context_len = max(context_lens, default=0) if max_context_len is None else max_context_len
+    keys = [randn(gen, n, contract.INDEXER_DIM, scale=key_scale) for n in context_lens]
+    quantised = [quantize_fp8_rows(k) for k in keys]
+    blocks = [contract.cdiv(n, contract.INDEXER_BLOCK) for n in context_lens]
+    num_blocks = sum(blocks) + spare_blocks
+    table = random_page_table(blocks, num_blocks, gen, columns=max(1, contract.cdiv(max_context_len, 64)))
+    cache = pack_indexer_cache([k for k, _ in quantised], [s for _, s in quantised], table, num_blocks)
+    q_fp8, weights = quantize_indexer_queries(randn(gen, batch, heads, contract.INDEXER_DIM),
+                                              randn(gen, batch, heads))
+    inputs = OpInputs((q_fp8, weights, cache, torch.tensor(context_lens, dtype=torch.int32), table),
+                      dict(max_context_len=max_context_len), dict(seed=seed))
+    return to_device(inputs, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# top-k
+
+
+def topk_inputs(*, seq_lens, columns=None, k=512, page_size=64, seed, device="cpu", distinct=None,
+                tail=float("inf")):
+    """Random logits [B, columns] with a random page table. distinct: draw the valid logits from that
+    many distinct values (heavy ties); tail: the value past each seq_len (+inf by default, so a kernel
+    that ignores seq_lens selects it)."""
+    gen = generator(seed)
+    columns = max(seq_lens, default=0) if columns is None else columns
+    logits = randn(gen, len(seq_lens), columns)
+    if distinct is not None:
+        logits = torch.randint(0, distinct, logits.shape, generator=gen).float() / max(distinct, 1)
+    for b, n in enumerate(seq_lens):
+        logits[b, n:] = tail
+    blocks = [contract.cdiv(n, page_size) for n in seq_lens]
+    table = random_page_table(blocks, sum(blocks) + 2, gen, columns=max(1, contract.cdiv(columns, page_size)))
+    inputs = OpInputs((logits, torch.tensor(seq_lens, dtype=torch.int32), table),
+                      dict(k=k, page_size=page_size), dict(seed=seed))
+    return to_device(inputs, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse attention
+
+
+def attention_indices(positions, *, ratio, topk, window=128, gen):
+    """Index rows the way the engines build them, for query rows at the given absolute positions.
+
+    The pool is [window region: window rows per query row][compressed region: each row's entries].
+    Each index row: the window part in ring order (slot i of the ring is valid iff it holds one of
+    the last `window` positions, else -1), then the compressed part: ratio 4 (CSA) a random choice of
+    min(topk, visible) visible entries, ratio 128 (HCA) all visible entries j < (p+1)//128, then -1.
+    Returns (indices int32 [B, window + topk], pool rows)."""
+    batch = len(positions)
+    indices = torch.full((batch, window + topk), -1, dtype=torch.int32)
+    base = batch * window
+    for b, p in enumerate(positions):
+        valid_slots = min(p + 1, window)  # positions max(0, p-window+1)..p fill slots 0..p early on
+        indices[b, :valid_slots] = b * window + torch.arange(valid_slots, dtype=torch.int32)
+        visible = (p + 1) // ratio
+        if ratio == 4:
+            chosen = torch.randperm(visible, generator=gen)[:topk]
+        else:
+            if visible > topk:
+                raise ValueError(f"HCA row at position {p} sees {visible} entries > topk {topk}")
+            chosen = torch.arange(visible)
+        indices[b, window:window + len(chosen)] = (base + chosen).int()
+        base += visible
+    return indices, base
+
+
+def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, device="cpu", sink=True,
+                     q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5, indices=None, pool_rows=None):
+    """q, kv and engine-like indices for decode rows at `positions`; pass indices and pool_rows to
+    use an index set of your own."""
+    gen = generator(seed)
+    if indices is None:
+        indices, pool_rows = attention_indices(positions, ratio=ratio, topk=topk, window=window, gen=gen)
+    batch = indices.shape[0]
+    q = randn(gen, batch, heads, contract.ATTN_DIM, scale=q_scale).bfloat16()
+    kv = randn(gen, max(pool_rows, 1), contract.ATTN_DIM).bfloat16()
+    kwargs = dict(sm_scale=sm_scale, attn_sink=randn(gen, heads) if sink else None)
+    inputs = OpInputs((q, kv, indices), kwargs, dict(seed=seed))
+    return to_device(inputs, device)
+
+
+def to_device(inputs, device):
+    device = torch.device(device)
+
+    def move(x):
+        return x.to(device) if isinstance(x, torch.Tensor) else x
+    return OpInputs(tuple(move(a) for a in inputs.args), {k: move(v) for k, v in inputs.kwargs.items()},
+                    inputs.extra)
