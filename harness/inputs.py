@@ -128,10 +128,10 @@ def pack_indexer_cache(keys_fp8, scales, block_table, num_blocks):
     keys = cache[:, :contract.INDEXER_KEY_BYTES].view(num_blocks, contract.INDEXER_BLOCK, contract.INDEXER_DIM)
     scale_bytes = cache[:, contract.INDEXER_KEY_BYTES:].view(num_blocks, contract.INDEXER_BLOCK, 4)
     for b, (k, s) in enumerate(zip(keys_fp8, scales)):
-        for t in range(k.shape[0]):
-            blk, row = int(block_table[b, t // contract.INDEXER_BLOCK]), t % contract.INDEXER_BLOCK
-            keys[blk, row] = k[t].view(torch.uint8)
-            scale_bytes[blk, row] = s[t:t + 1].float().view(torch.uint8)
+        t = torch.arange(k.shape[0])
+        blocks, rows = block_table[b].long()[t // contract.INDEXER_BLOCK], t % contract.INDEXER_BLOCK
+        keys[blocks, rows] = k.view(torch.uint8)
+        scale_bytes[blocks, rows] = s.float().contiguous().view(torch.uint8).view(-1, 4)
     return cache
 
 
@@ -145,8 +145,9 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
 
     Every request gets a random history of raw rows for positions 0..prefix+extend-1
     (extra["history"][b]); kv_score holds the new part, the state the part a call may read.
-    spare: unused state rows or pages in the pool. release: in paged mode, blocks before the
-    next emission's window are -1, as an engine that frees them would leave them."""
+    spare: unused state rows or pages in the pool. release: in paged mode only the blocks this call
+    reads and the blocks a later call will read have pages; the rest are -1, as an engine that frees
+    (or never allocates) them would leave them."""
     gen = generator(seed)
     width = contract.ROW_WIDTH_FACTOR[ratio] * d
     batch = len(prefix_lens)
@@ -161,7 +162,7 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
                   extend_lens=torch.tensor(extend_lens, dtype=torch.int32), mode=mode)
     if mode == "paged":
         blocks = [contract.cdiv(p + e, ratio) for p, e in zip(prefix_lens, extend_lens)]
-        released = [set(range(_first_needed_block(ratio, p))) for p in prefix_lens] if release else None
+        released = [_unneeded_blocks(ratio, p, e) for p, e in zip(prefix_lens, extend_lens)] if release else None
         table = random_page_table(blocks, sum(blocks) + spare, gen, released=released)
         state = paged_state(history, prefix_lens, ratio, width, table, sum(blocks) + spare)
         kwargs["page_table"] = table
@@ -176,10 +177,33 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
     return to_device(inputs, device)
 
 
-def _first_needed_block(ratio, prefix_len):
-    """The oldest block the next emission after prefix_len reads (C4 also needs the overlap block)."""
-    reads = contract.compress_state_reads(ratio, prefix_len, ratio)
-    return (reads[0] if len(reads) else prefix_len) // ratio
+def compress_steps(x, steps):
+    """The calls of a chain: x was built with extend_lens = the per-request totals of `steps` (one
+    extend list per call). Yields (kv_score, prefix_lens, extend_lens) of each call, in order, to be
+    run on x's state and tables."""
+    device = x.args[0].device
+    done = x.kwargs["prefix_lens"].tolist()
+    initial = list(done)
+    for ext in steps:
+        rows = [x.extra["history"][b][done[b]:done[b] + e] for b, e in enumerate(ext)]
+        kv = torch.cat(rows) if rows else x.args[0][:0]
+        yield (kv.to(device), torch.tensor(done, dtype=torch.int32, device=device),
+               torch.tensor(ext, dtype=torch.int32, device=device))
+        done = [d + e for d, e in zip(done, ext)]
+    totals = [d - i for d, i in zip(done, initial)]
+    if totals != x.kwargs["extend_lens"].tolist():
+        raise ValueError(f"steps add up to extends {totals}, but the inputs were built for "
+                         f"{x.kwargs['extend_lens'].tolist()}")
+
+
+def _unneeded_blocks(ratio, prefix_len, extend_len):
+    """Blocks an engine need not keep a page for: neither read by this call nor by the next
+    emission after it (C4 keeps the overlap block too)."""
+    total = prefix_len + extend_len
+    read = {p // ratio for p in contract.compress_state_reads(ratio, prefix_len, extend_len)}
+    later = contract.compress_state_reads(ratio, total, ratio)  # what the next emission reads
+    first_later = (later[0] if len(later) else total) // ratio
+    return set(range(first_later)) - read
 
 
 def ring_state(history, prefix_lens, ratio, width, state_rows, num_rows):
@@ -188,8 +212,8 @@ def ring_state(history, prefix_lens, ratio, width, state_rows, num_rows):
     slots = contract.RING_WIDTH[ratio]
     state = torch.full((num_rows, slots, width), POISON)
     for b, p in enumerate(prefix_lens):
-        for pos in range(max(0, p - slots), p):
-            state[int(state_rows[b]), pos % slots] = history[b][pos]
+        pos = torch.arange(max(0, p - slots), p)
+        state[int(state_rows[b]), pos % slots] = history[b][pos]
     return state
 
 
@@ -198,10 +222,10 @@ def paged_state(history, prefix_lens, ratio, width, page_table, num_pages):
     everything else is NaN."""
     state = torch.full((num_pages, ratio, width), POISON)
     for b, p in enumerate(prefix_lens):
-        for pos in range(p):
-            page = int(page_table[b, pos // ratio])
-            if page >= 0:
-                state[page, pos % ratio] = history[b][pos]
+        pos = torch.arange(p)
+        pages = page_table[b].long()[pos // ratio]
+        keep = pages >= 0
+        state[pages[keep], pos[keep] % ratio] = history[b][pos[keep]]
     return state
 
 
@@ -297,6 +321,27 @@ def attention_indices(positions, *, ratio, topk, window=128, gen):
         indices[b, window:window + len(chosen)] = (base + chosen).int()
         base += visible
     return indices, base
+
+
+def random_indices(rows, k, pool, invalid, gen):
+    """int32 [rows, k] uniform over a pool of `pool` rows, each entry -1 with probability `invalid`
+    (repeats may occur: duplicates count twice)."""
+    idx = torch.randint(0, pool, (rows, k), generator=gen, dtype=torch.int32)
+    return idx.masked_fill(torch.rand(rows, k, generator=gen) < invalid, -1)
+
+
+def duplicate_some_indices(indices, gen):
+    """In place: each row repeats about a quarter of its valid entries, in its -1 slots where it has
+    them, else over other entries."""
+    for row in indices:
+        valid = (row >= 0).nonzero().flatten()
+        if len(valid) < 2:
+            continue
+        n = max(1, len(valid) // 4)
+        src = valid[torch.randint(0, len(valid), (n,), generator=gen)]
+        free = (row < 0).nonzero().flatten()
+        dst = free[:n] if len(free) >= n else valid[torch.randperm(len(valid), generator=gen)[:n]]
+        row[dst] = row[src].clone()
 
 
 def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, device="cpu", sink=True,

@@ -8,9 +8,18 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA device")
+    no_gpu = pytest.mark.skip(reason="no CUDA device")
+    not_full = pytest.mark.skip(reason="production-sized: run with --full")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(no_gpu)
+        if "slow" in item.keywords and not config.getoption("--full"):
+            item.add_marker(not_full)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", action="append", default=None, metavar="NAME",
+                     help="backend(s) for the conformance tests (registered name or dotted module); "
+                          "default: every available one")
+    parser.addoption("--device", default="auto", help="cpu, cuda or auto (cuda when there is one)")
+    parser.addoption("--full", action="store_true", help="also run the production-sized (slow) tests")

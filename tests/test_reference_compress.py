@@ -36,28 +36,20 @@ def expected_entries(x, ratio, d):
 
 def run_in_chunks(ratio, mode, d, lengths, schedule, seed):
     """Feed each request its history in the chunks of schedule[b] on one state; return all entries
-    in request-then-j order and the final call's inputs."""
-    assert [sum(s) for s in schedule] == lengths
-    full = I.compress_inputs(ratio=ratio, d=d, prefix_lens=[0] * len(lengths), extend_lens=lengths, mode=mode,
-                             seed=seed)
-    state = full.args[2].clone()
-    ape, history = full.args[1], full.extra["history"]
-    table_kw = {k: v for k, v in full.kwargs.items() if k in ("state_rows", "page_table")}
-    done = [0] * len(lengths)
+    in request-then-j order and the state."""
+    steps = [[s[i] if i < len(s) else 0 for s in schedule] for i in range(max(len(s) for s in schedule))]
+    x = I.compress_inputs(ratio=ratio, d=d, prefix_lens=[0] * len(lengths), extend_lens=lengths, mode=mode, seed=seed)
+    kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
     outputs = [[] for _ in lengths]
-    for step in range(max(len(s) for s in schedule)):
-        ext = [s[step] if step < len(s) else 0 for s in schedule]
-        kv = torch.cat([history[b][done[b]:done[b] + e] for b, e in enumerate(ext)])
-        out = R.compress(kv, ape, state, ratio=ratio, mode=mode, prefix_lens=torch.tensor(done, dtype=torch.int32),
-                         extend_lens=torch.tensor(ext, dtype=torch.int32), **table_kw)
+    for kv, prefix, extend in I.compress_steps(x, steps):
+        out = R.compress(kv, x.args[1], x.args[2], prefix_lens=prefix, extend_lens=extend, **kw)
         offset = 0
-        for b, e in enumerate(ext):
-            n = len(contract.compress_emitted(ratio, done[b], e))
+        for b, (p, e) in enumerate(zip(prefix.tolist(), extend.tolist())):
+            n = len(contract.compress_emitted(ratio, p, e))
             outputs[b].append(out[offset:offset + n])
             offset += n
-            done[b] += e
         assert offset == out.shape[0]
-    return torch.cat([torch.cat(o) for o in outputs]), state, full
+    return torch.cat([torch.cat(o) for o in outputs]), x.args[2]
 
 
 MODES = [(4, "ring"), (4, "paged"), (128, "ring"), (128, "paged"), (128, "online")]
@@ -79,9 +71,9 @@ def test_decode_equals_prefill_equals_any_chunking(ratio, mode):
     prefill = [[n] for n in lengths]
     decode = [[1] * n for n in lengths]
     chunked = [[1, ratio - 1, ratio + 2, 1], [ratio, 1], [ratio // 2, ratio // 2 + 1, 2 * ratio - 1]]
-    ref, _, _ = run_in_chunks(ratio, mode, 8, lengths, prefill, seed=5)
+    ref, _ = run_in_chunks(ratio, mode, 8, lengths, prefill, seed=5)
     for schedule in (decode, chunked):
-        out, _, _ = run_in_chunks(ratio, mode, 8, lengths, schedule, seed=5)
+        out, _ = run_in_chunks(ratio, mode, 8, lengths, schedule, seed=5)
         if mode == "online":  # the running state is rounded to float32 between calls
             torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
         else:  # raw float32 rows are stored exactly, so chunking changes nothing

@@ -1,0 +1,197 @@
+"""Bad inputs, as data: for every argument of every op, calls the SPEC says must raise ValueError
+naming that argument, before anything is written. `harness check` runs them as the `bad-input`
+family of each op; tests/test_contract.py holds the reference to the stricter InputError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness import inputs as I
+
+
+@dataclass(frozen=True)
+class BadInput:
+    op: str
+    argument: str  # the argument the error must name
+    what: str  # what is wrong, for the report
+    base: str  # key of BASES
+    mutate: object  # (args: list, kwargs: dict, device) -> None, in place
+
+
+def other_device(device):
+    """A device that is not `device`: meta on the CPU (no second device there), else the CPU."""
+    return torch.device("meta") if torch.device(device).type == "cpu" else torch.device("cpu")
+
+
+BASES = {
+    "ring": lambda dev: I.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="ring", seed=1,
+                                          device=dev),
+    "paged": lambda dev: I.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="paged", seed=1,
+                                           device=dev),
+    "online": lambda dev: I.compress_inputs(ratio=128, d=8, prefix_lens=[5], extend_lens=[200], mode="online", seed=1,
+                                            device=dev),
+    "indexer": lambda dev: I.indexer_inputs(context_lens=[70, 3], heads=32, seed=2, max_context_len=128, device=dev),
+    "topk": lambda dev: I.topk_inputs(seq_lens=[30, 5], columns=40, k=8, page_size=16, seed=3, device=dev),
+    "attention": lambda dev: I.attention_inputs(positions=[40, 300], heads=16, topk=16, seed=4, device=dev),
+}
+
+
+# mutation helpers: positional argument i, keyword argument name, one element of either
+def arg(i, fn):
+    def mutate(a, kw, dev):
+        a[i] = fn(a[i], dev)
+    return mutate
+
+
+def kwarg(name, fn):
+    def mutate(a, kw, dev):
+        kw[name] = fn(kw.get(name), dev)
+    return mutate
+
+
+def item(where, index, value):
+    def mutate(a, kw, dev):
+        (a[where] if isinstance(where, int) else kw[where])[index] = value
+    return mutate
+
+
+def value(v):
+    return lambda old, dev: v
+
+
+def i32(*values):
+    return lambda old, dev: torch.tensor(values, dtype=torch.int32, device=dev)
+
+
+def cast(dtype):
+    return lambda t, dev: t.to(dtype)
+
+
+def elsewhere(t, dev):
+    return t.to(other_device(dev))
+
+
+def sliced(*index):
+    return lambda t, dev: t[index].contiguous()
+
+
+def page_written_by_two(a, kw, dev):  # request 1's block 0 points at a page request 0 writes
+    kw["page_table"][1, 0] = kw["page_table"][0, 2]
+
+
+_ = slice(None)
+B = BadInput
+BAD_INPUTS = [
+    B("compress", "kv_score", "float64", "ring", arg(0, cast(torch.float64))),
+    B("compress", "kv_score", "3-D", "ring", arg(0, lambda t, dev: t[None])),
+    B("compress", "kv_score", "width not 4*d", "ring", arg(0, sliced(_, slice(0, -1)))),
+    B("compress", "kv_score", "rows != sum(extend_lens)", "ring", arg(0, sliced(slice(0, -1)))),
+    B("compress", "kv_score", "not contiguous", "ring", arg(0, lambda t, dev: t.t())),
+    B("compress", "kv_score", "not a tensor", "ring", arg(0, value("kv"))),
+    B("compress", "ape", "wrong shape", "ring", arg(1, sliced(_, slice(0, -1)))),
+    B("compress", "ape", "float16", "ring", arg(1, cast(torch.float16))),
+    B("compress", "ape", "on another device", "ring", arg(1, elsewhere)),
+    B("compress", "state", "ring of 4 slots for ratio 4", "ring", arg(2, sliced(_, slice(0, 4)))),
+    B("compress", "state", "float64", "ring", arg(2, cast(torch.float64))),
+    B("compress", "state", "paged pages of 8 rows for ratio 4", "paged",
+      arg(2, lambda t, dev: torch.zeros(t.shape[0], 8, t.shape[2], device=dev))),
+    B("compress", "state", "online state of 2 fields", "online",
+      arg(2, lambda t, dev: torch.zeros(t.shape[0], 2, t.shape[2], device=dev))),
+    B("compress", "ratio", "ratio 8", "ring", kwarg("ratio", value(8))),
+    B("compress", "ratio", "ratio 4.0 (float)", "ring", kwarg("ratio", value(4.0))),
+    B("compress", "prefix_lens", "negative", "ring", kwarg("prefix_lens", i32(-1, 0))),
+    B("compress", "prefix_lens", "int64", "ring", kwarg("prefix_lens", cast(torch.int64))),
+    B("compress", "prefix_lens", "on another device", "ring", kwarg("prefix_lens", elsewhere)),
+    B("compress", "extend_lens", "3 entries for 2 requests", "ring", kwarg("extend_lens", i32(7, 4, 0))),
+    B("compress", "extend_lens", "negative", "ring", kwarg("extend_lens", i32(-8, -3))),
+    B("compress", "mode", "unknown mode", "ring", kwarg("mode", value("ragged"))),
+    B("compress", "mode", "online with ratio 4", "ring", kwarg("mode", value("online"))),
+    B("compress", "state_rows", "missing in ring mode", "ring", kwarg("state_rows", value(None))),
+    B("compress", "state_rows", "row past the state", "ring", kwarg("state_rows", i32(0, 4))),
+    B("compress", "state_rows", "two requests on one row", "ring", kwarg("state_rows", i32(1, 1))),
+    B("compress", "state_rows", "negative row", "ring", kwarg("state_rows", i32(-1, 1))),
+    B("compress", "state_rows", "1 entry for 2 requests", "ring", kwarg("state_rows", i32(0))),
+    B("compress", "state_rows", "row past the online state", "online", kwarg("state_rows", i32(3))),
+    B("compress", "page_table", "given in ring mode", "ring",
+      kwarg("page_table", lambda t, dev: torch.zeros(2, 4, dtype=torch.int32, device=dev))),
+    B("compress", "page_table", "missing in paged mode", "paged", kwarg("page_table", value(None))),
+    B("compress", "state_rows", "given in paged mode", "paged", kwarg("state_rows", i32(0, 1))),
+    B("compress", "page_table", "page past the pool", "paged", item("page_table", (0, 0), 99)),
+    B("compress", "page_table", "-1 on a page the call must read", "paged", item("page_table", (0, 1), -1)),
+    B("compress", "page_table", "page -2", "paged", item("page_table", (1, 0), -2)),
+    B("compress", "page_table", "too few columns", "paged", kwarg("page_table", sliced(_, slice(0, 1)))),
+    B("compress", "page_table", "1 row for 2 requests", "paged", kwarg("page_table", sliced(slice(0, 1)))),
+    B("compress", "page_table", "a written page shared by two requests", "paged", page_written_by_two),
+
+    B("indexer_logits", "q_fp8", "float32", "indexer", arg(0, cast(torch.float32))),
+    B("indexer_logits", "q_fp8", "head dim 64", "indexer", arg(0, sliced(_, _, slice(0, 64)))),
+    B("indexer_logits", "q_fp8", "no heads", "indexer", arg(0, sliced(_, slice(0, 0)))),
+    B("indexer_logits", "q_fp8", "2-D", "indexer", arg(0, lambda t, dev: t[0])),
+    B("indexer_logits", "weights", "one head short", "indexer", arg(1, sliced(_, slice(0, -1)))),
+    B("indexer_logits", "weights", "float64", "indexer", arg(1, cast(torch.float64))),
+    B("indexer_logits", "weights", "on another device", "indexer", arg(1, elsewhere)),
+    B("indexer_logits", "kv_cache", "rows of 8444 bytes", "indexer", arg(2, sliced(_, slice(0, -4)))),
+    B("indexer_logits", "kv_cache", "int8", "indexer", arg(2, lambda t, dev: t.view(torch.int8))),
+    B("indexer_logits", "context_lens", "1 entry for 2 requests", "indexer", arg(3, i32(70))),
+    B("indexer_logits", "context_lens", "past max_context_len", "indexer", arg(3, i32(129, 3))),
+    B("indexer_logits", "context_lens", "negative", "indexer", arg(3, i32(-1, 3))),
+    B("indexer_logits", "block_table", "block past the cache", "indexer", item(4, (0, 1), 99)),
+    B("indexer_logits", "block_table", "-1 on a needed block", "indexer", item(4, (0, 0), -1)),
+    B("indexer_logits", "block_table", "too few columns", "indexer", arg(4, sliced(_, slice(0, 1)))),
+    B("indexer_logits", "block_table", "1 row for 2 requests", "indexer", arg(4, sliced(slice(0, 1)))),
+    B("indexer_logits", "max_context_len", "negative", "indexer", kwarg("max_context_len", value(-1))),
+    B("indexer_logits", "max_context_len", "float", "indexer", kwarg("max_context_len", value(128.0))),
+
+    B("topk_indices", "logits", "float64", "topk", arg(0, cast(torch.float64))),
+    B("topk_indices", "logits", "1-D", "topk", arg(0, lambda t, dev: t[0])),
+    B("topk_indices", "logits", "NaN inside seq_len", "topk", item(0, (0, 3), float("nan"))),
+    B("topk_indices", "seq_lens", "past the columns", "topk", arg(1, i32(41, 5))),
+    B("topk_indices", "seq_lens", "negative", "topk", arg(1, i32(-3, 5))),
+    B("topk_indices", "seq_lens", "1 entry for 2 rows", "topk", arg(1, i32(30))),
+    B("topk_indices", "seq_lens", "on another device", "topk", arg(1, elsewhere)),
+    B("topk_indices", "page_table", "-1 on a needed page", "topk", item(2, (0, 1), -1)),
+    B("topk_indices", "page_table", "too few columns", "topk", arg(2, sliced(_, slice(0, 1)))),
+    B("topk_indices", "page_table", "int64", "topk", arg(2, cast(torch.int64))),
+    B("topk_indices", "k", "k = 0", "topk", kwarg("k", value(0))),
+    B("topk_indices", "k", "k as a string", "topk", kwarg("k", value("512"))),
+    B("topk_indices", "page_size", "page_size = 0", "topk", kwarg("page_size", value(0))),
+
+    B("sparse_attention", "q", "float32", "attention", arg(0, cast(torch.float32))),
+    B("sparse_attention", "q", "head dim 256", "attention", arg(0, sliced(_, _, slice(0, 256)))),
+    B("sparse_attention", "q", "no heads", "attention", arg(0, sliced(_, slice(0, 0)))),
+    B("sparse_attention", "kv", "rows of 256", "attention", arg(1, sliced(_, slice(0, 256)))),
+    B("sparse_attention", "kv", "float16", "attention", arg(1, cast(torch.float16))),
+    B("sparse_attention", "kv", "on another device", "attention", arg(1, elsewhere)),
+    B("sparse_attention", "indices", "index past kv", "attention", item(2, (1, 3), 10**6)),
+    B("sparse_attention", "indices", "index -2", "attention", item(2, (0, 0), -2)),
+    B("sparse_attention", "indices", "1 row for 2 query rows", "attention", arg(2, sliced(slice(0, 1)))),
+    B("sparse_attention", "indices", "int64", "attention", arg(2, cast(torch.int64))),
+    B("sparse_attention", "sm_scale", "0", "attention", kwarg("sm_scale", value(0.0))),
+    B("sparse_attention", "sm_scale", "NaN", "attention", kwarg("sm_scale", value(float("nan")))),
+    B("sparse_attention", "sm_scale", "a tensor", "attention", kwarg("sm_scale", value(torch.tensor(0.1)))),
+    B("sparse_attention", "attn_sink", "8 entries for 16 heads", "attention",
+      kwarg("attn_sink", lambda t, dev: torch.zeros(8, device=dev))),
+    B("sparse_attention", "attn_sink", "float64", "attention", kwarg("attn_sink", cast(torch.float64))),
+]
+
+
+def build(bad: BadInput, device="cpu"):
+    """(args, kwargs, state or None) of the bad call; the state is what must stay unwritten."""
+    x = BASES[bad.base](device)
+    a, kw = list(x.args), dict(x.kwargs)
+    bad.mutate(a, kw, torch.device(device))
+    state = a[2] if bad.op == "compress" and isinstance(a[2], torch.Tensor) and a[2].device.type != "meta" else None
+    return a, kw, state
+
+
+def names(op):
+    """Stable case names per op: bad-<argument>-<n>."""
+    counts, result = {}, []
+    for bad in BAD_INPUTS:
+        if bad.op == op:
+            counts[bad.argument] = counts.get(bad.argument, 0) + 1
+            result.append((f"bad-{bad.argument}-{counts[bad.argument]}", bad))
+    return result

@@ -1,0 +1,200 @@
+"""Conformance runs: each case on a backend and on the float64 reference, compared per SPEC 5.
+
+For every case: build the inputs (state and unused memory already poisoned), run the reference on a
+copy, poison the device's free memory so a fresh output the kernel forgets to write holds NaN bytes,
+run the backend on another copy, compare outputs and the state after the call and require the other
+inputs untouched, then rerun the backend with validate=False on a third copy and require the same
+bits (top-k: the same set per row). Bad-input cases require a ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+import references
+from harness import badinput
+from harness import cases as C
+from harness import compare
+from harness import inputs as I
+
+
+@dataclass
+class CaseResult:
+    case: C.Case
+    backend: str
+    device: str
+    status: str  # pass, fail, error
+    message: str = ""
+    metrics: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    outputs: dict | None = None  # kept for the agreement matrix
+
+    @property
+    def ok(self):
+        return self.status == "pass"
+
+    @property
+    def repro(self):
+        return repro_command(self.backend, self.device, self.case)
+
+
+def repro_command(backend, device, case):
+    return f"python -m harness check --backend {backend} --device {device} --ops {case.op} --case {case.name}"
+
+
+def pick_device(device):
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def poison_free_memory(device, nbytes=256 << 20):
+    """Fill memory the CUDA caching allocator will hand out next with 0xFF (NaN for float types), so
+    an output element a kernel never writes reads as NaN. The CPU allocator gives no such handle."""
+    if torch.device(device).type != "cuda":
+        return
+    blocks = [torch.empty(nbytes, dtype=torch.uint8, device=device)]
+    blocks += [torch.empty(256 << 10, dtype=torch.uint8, device=device) for _ in range(32)]
+    for b in blocks:
+        b.fill_(0xFF)
+    del blocks
+
+
+def run_op(module, case, x, **options):
+    """Call the op of `case` from `module` on inputs x (updated in place); outputs as a dict."""
+    op = functools.partial(getattr(module, case.op), **options)
+    if case.op == "compress":
+        kv, ape, state = x.args
+        kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
+        outs = [op(step_kv, ape, state, prefix_lens=p, extend_lens=e, **kw)
+                for step_kv, p, e in I.compress_steps(x, x.extra["steps"])]
+        return {"out": torch.cat(outs) if outs else kv.new_zeros(0, ape.shape[-1]), "state": state}
+    if case.op == "indexer_logits":
+        return {"logits": x.call(op)}
+    if case.op == "topk_indices":
+        return {"indices": x.call(op)}
+    out, lse = x.call(op)
+    return {"out": out, "lse": lse}
+
+
+def compare_outputs(case, x, got, ref):
+    if case.op == "compress":
+        p, kw = case.params, x.kwargs
+        totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
+        kept = None if p["mode"] == "online" else compare.compress_kept_slots(
+            x.args[2].shape, p["mode"], p["ratio"], totals, kw.get("state_rows"), kw.get("page_table"))
+        return compare.compress(got, ref, mode=p["mode"], kept=kept)
+    if case.op == "indexer_logits":
+        return compare.indexer_logits(got, ref)
+    if case.op == "topk_indices":
+        logits, seq_lens, table = x.args
+        return compare.topk_indices(got, ref, logits=logits, seq_lens=seq_lens, page_table=table, **x.kwargs)
+    return compare.sparse_attention(got, ref)
+
+
+def same_bits(a, b):
+    """Equal shape and bits (NaN payloads included)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        a, b = a.contiguous().view(-1).view(torch.uint8), b.contiguous().view(-1).view(torch.uint8)
+    return torch.equal(a, b)
+
+
+def rerun_differs(case, first, second):
+    """The first output whose bits differ between two runs, or None. Top-k compares row sets."""
+    for name, a in first.items():
+        b = second[name]
+        if case.op == "topk_indices":
+            a, b = a.sort(dim=1).values, b.sort(dim=1).values
+        if not same_bits(a, b):
+            return name
+    return None
+
+
+def check_bad_input(backend, case, device) -> CaseResult:
+    """The backend must raise ValueError naming the argument, and write nothing first."""
+    start = time.perf_counter()
+    bad = dict(badinput.names(case.op))[case.params["bad"]]
+    result = CaseResult(case, backend.name, device, "pass")
+    args, kwargs, state = badinput.build(bad, device)
+    before = state.clone() if state is not None else None
+    try:
+        getattr(backend.module, case.op)(*args, **kwargs)
+        result.status, result.message = "fail", f"accepted bad {bad.argument} ({bad.what}); SPEC: ValueError naming it"
+    except ValueError as err:
+        if bad.argument not in str(err):
+            result.status = "fail"
+            result.message = f"bad {bad.argument} ({bad.what}) raised ValueError not naming it: {err}"
+        elif before is not None and not torch.equal(before.nan_to_num(7.0), state.nan_to_num(7.0)):
+            result.status, result.message = "fail", f"bad {bad.argument} ({bad.what}): state written before the error"
+    except Exception as err:
+        result.status = "fail"
+        result.message = f"bad {bad.argument} ({bad.what}) raised {_describe(err)}; SPEC: ValueError naming it"
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _tensors(x):
+    return [t for t in list(x.args) + list(x.kwargs.values()) if isinstance(t, torch.Tensor)]
+
+
+def check_case(backend, case, device, keep_outputs=False) -> CaseResult:
+    if case.family == "bad-input":
+        return check_bad_input(backend, case, device)
+    start = time.perf_counter()
+    result = CaseResult(case, backend.name, device, "pass")
+    try:
+        x = C.build(case, device)
+        ref = run_op(references, case, x.clone())
+    except Exception as err:  # a harness or reference problem, reported as such
+        result.status, result.message = "error", f"building or running the reference failed: {_describe(err)}"
+        return result
+    try:
+        poison_free_memory(device)
+        mine = x.clone()
+        got = run_op(backend.module, case, mine)
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as err:
+        result.status, result.message = "error", f"{backend.name} raised {_describe(err)}"
+        result.seconds = time.perf_counter() - start
+        return result
+    report = compare_outputs(case, x, got, ref)
+    # inputs other than the compress state are read-only
+    for i, (orig, after) in enumerate(zip(_tensors(x), _tensors(mine))):
+        if not (case.op == "compress" and i == 2) and not same_bits(orig, after):
+            report.fail(f"input tensor {i} of {case.op} was modified by the call (only the state may be)")
+            break
+    result.metrics = report.metrics
+    if not report.ok:
+        result.status, result.message = "fail", report.message
+    else:
+        try:
+            poison_free_memory(device)
+            again = run_op(backend.module, case, x.clone(), validate=False)
+            differs = rerun_differs(case, got, again)
+            if differs:
+                result.status, result.message = "fail", f"{differs}: a second run gave different bits (nondeterminism)"
+        except Exception as err:
+            result.status, result.message = "error", f"{backend.name} raised on the rerun: {_describe(err)}"
+    if keep_outputs:
+        result.outputs = {"got": got, "inputs": x}
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _describe(err):
+    where = traceback.extract_tb(err.__traceback__)[-1] if err.__traceback__ else None
+    at = f" (at {where.filename.rsplit('/', 1)[-1]}:{where.lineno})" if where else ""
+    return f"{type(err).__name__}: {err}{at}"
+
+
+def agree(case, x, a, b):
+    """Do two backends' outputs agree within the case's comparator (a taken as the reference)?"""
+    return compare_outputs(case, x, b, a).ok

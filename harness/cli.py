@@ -1,0 +1,164 @@
+"""`python -m harness <command>`: check (conformance against the float64 reference)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tabulate import tabulate
+
+from harness import backends
+from harness import cases as C
+from harness import check as K
+from harness.contract import OPS
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="check backends against the float64 reference")
+    p.add_argument("--backend", action="append", metavar="NAME",
+                   help="registered name (reference, triton, cuda) or a dotted module exporting the four ops; "
+                        "repeat for several; default: every available non-reference backend, else the reference")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when there is one)")
+    p.add_argument("--ops", nargs="+", choices=OPS, metavar="OP", help=f"subset of {', '.join(OPS)}")
+    tier = p.add_mutually_exclusive_group()
+    tier.add_argument("--quick", dest="tier", action="store_const", const="quick", help="small cases (default)")
+    tier.add_argument("--full", dest="tier", action="store_const", const="full", help="add production-sized cases")
+    p.add_argument("--case", nargs="+", metavar="NAME", help="only these cases (names as the table prints them, "
+                                                             "or fuzz-<op>-<seed>)")
+    p.add_argument("--fuzz", type=int, default=0, metavar="N", help="add N fuzzed cases per op")
+    p.add_argument("--seed", type=int, default=0, help="seed of the fuzzer (case i gets seed*1000+i)")
+    p.add_argument("--verbose", "-v", action="store_true", help="a line per case")
+    args = parser.parse_args(argv)
+    return check_command(args)
+
+
+def _backends(names, device):
+    if names:
+        loaded = []
+        for name in names:
+            try:
+                loaded.append(backends.load(name, device))
+            except backends.BackendUnavailable as err:
+                print(f"error: {err}", file=sys.stderr)
+                sys.exit(2)
+        return loaded
+    found = [backends.load(n, device) for n, why in backends.availability(device=device).items()
+             if why is None and n != "reference"]
+    return found or [backends.load("reference", device)]
+
+
+def _select_cases(args):
+    ops = args.ops or list(OPS)
+    if args.case:
+        chosen = []
+        for name in args.case:
+            hits = []
+            for op in ops:
+                try:
+                    hits.append(C.find(op, name))
+                except KeyError:
+                    pass
+            if not hits:
+                print(f"error: no case named {name!r} among ops {', '.join(ops)}", file=sys.stderr)
+                sys.exit(2)
+            chosen += hits
+        return chosen
+    return C.select(ops, args.tier or "quick") + C.fuzz(ops, args.fuzz, args.seed)
+
+
+class Progress:
+    """One rewritten line on a terminal; silent in logs unless verbose."""
+
+    def __init__(self, total, verbose):
+        self.total, self.done, self.verbose = total, 0, verbose
+        self.tty = sys.stderr.isatty()
+
+    def step(self, result):
+        self.done += 1
+        line = f"[{self.done}/{self.total}] {result.backend} {result.case.id}: {result.status} ({result.seconds:.2f}s)"
+        if self.verbose:
+            print(line, file=sys.stderr)
+        elif self.tty:
+            print("\r" + line[:110].ljust(110), end="", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.tty and not self.verbose:
+            print("\r" + " " * 110 + "\r", end="", file=sys.stderr, flush=True)
+
+
+def _worst(results):
+    """The worst error metric of a group, as a short string."""
+    keys = ("out.max_abs_err", "max_abs_err", "rel_l2")
+    worst = {}
+    for r in results:
+        for k in keys:
+            if k in r.metrics:
+                worst[k] = max(worst.get(k, 0.0), r.metrics[k])
+    if "out.max_abs_err" in worst:
+        return f"max|err| {worst['out.max_abs_err']:.2e}"
+    if "rel_l2" in worst and "max_abs_err" in worst:
+        return f"relL2 {worst['rel_l2']:.2e}"
+    return "tie-rule" if any(r.case.op == "topk_indices" for r in results) else ""
+
+
+def check_command(args):
+    device = K.pick_device(args.device)
+    loaded = _backends(args.backend, device)
+    chosen = _select_cases(args)
+    fuzz_note = f", fuzz {args.fuzz} per op from seed {args.seed}" if args.fuzz else ""
+    print(f"check: {', '.join(b.name for b in loaded)} against the float64 reference on {device}; "
+          f"{len(chosen)} cases ({args.tier or 'quick'}{fuzz_note})")
+    progress = Progress(len(chosen) * len(loaded), args.verbose)
+    results = {b.name: [] for b in loaded}
+    for case in chosen:
+        for backend in loaded:
+            r = K.check_case(backend, case, device, keep_outputs=len(loaded) > 1)
+            results[backend.name].append(r)
+            progress.step(r)
+    progress.close()
+
+    failures = [r for rs in results.values() for r in rs if not r.ok]
+    for op in OPS:
+        families = sorted({c.family for c in chosen if c.op == op}, key=lambda f: [c.family for c in chosen].index(f))
+        if not families:
+            continue
+        rows = []
+        for fam in families:
+            row = [fam, sum(1 for c in chosen if c.op == op and c.family == fam)]
+            for b in loaded:
+                group = [r for r in results[b.name] if r.case.op == op and r.case.family == fam]
+                passed = sum(r.ok for r in group)
+                verdict = "PASS" if passed == len(group) else f"FAIL {len(group) - passed}"
+                row += [verdict, _worst(group)]
+            rows.append(row)
+        headers = ["family", "cases"] + [h for b in loaded for h in (b.name, "worst")]
+        print(f"\n{op}")
+        print(tabulate(rows, headers=headers, tablefmt="github"))
+
+    if len(loaded) > 1:
+        _agreement(loaded, chosen, results)
+
+    if failures:
+        print(f"\n{len(failures)} failing (backend, case) pairs:")
+        for r in failures:
+            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
+            print(f"  repro: {r.repro}")
+    total = sum(len(rs) for rs in results.values())
+    print(f"\n{total - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+def _agreement(loaded, chosen, results):
+    """Backend x backend: on how many cases their outputs agree within the op's bounds."""
+    rows = []
+    for a in loaded:
+        row = [a.name]
+        for b in loaded:
+            both = [(ra, rb) for ra, rb in zip(results[a.name], results[b.name]) if ra.outputs and rb.outputs]
+            n = sum(K.agree(ra.case, ra.outputs["inputs"], ra.outputs["got"], rb.outputs["got"]) for ra, rb in both)
+            row.append(f"{n}/{len(chosen)}")
+        rows.append(row)
+    print("\nagreement (cases where the two backends agree within the SPEC bounds)")
+    print(tabulate(rows, headers=[""] + [b.name for b in loaded], tablefmt="github"))

@@ -1,0 +1,234 @@
+"""Comparators of SPEC 5: a backend's outputs (and state) against the float64 reference's.
+
+Each check, in order: shape and dtype; the positions of NaN, +inf and -inf identical; the
+elementwise bound of the op; relative L2 and cosine distance reported. Top-k is checked by the tie
+rule instead. A failure names the output, the worst element and both values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from harness import contract
+
+# SPEC 5: |got - ref| <= atol_scale * max-or-sum(1, |ref|)
+COMPRESS_BOUND = 5e-3  # * (1 + |ref|)
+INDEXER_REL_L2 = 1e-5
+ATTN_OUT_BOUND = 1e-2  # * max(1, |ref|)
+ATTN_LSE_BOUND = 1e-3  # absolute
+
+
+@dataclass
+class Report:
+    """What one comparison found: ok, the first failure's message, and the metrics."""
+
+    ok: bool = True
+    message: str = ""
+    metrics: dict = field(default_factory=dict)
+
+    def fail(self, message):
+        if self.ok:
+            self.ok, self.message = False, message
+        return self
+
+    def merge(self, name, other):
+        for k, v in other.metrics.items():
+            self.metrics[f"{name}.{k}" if name else k] = v
+        if not other.ok:
+            self.fail(other.message)
+        return self
+
+
+def _where(index):
+    return "[" + ", ".join(str(int(i)) for i in index) + "]"
+
+
+def _special(got, ref, name):
+    """Shape, dtype and the NaN / +inf / -inf pattern."""
+    report = Report()
+    if tuple(got.shape) != tuple(ref.shape):
+        return report.fail(f"{name}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}")
+    if got.dtype != ref.dtype:
+        return report.fail(f"{name}: dtype {got.dtype}, expected {ref.dtype}")
+    if got.device != ref.device:
+        return report.fail(f"{name}: on {got.device}, expected {ref.device} (the inputs' device)")
+    g, r = got.double().cpu(), ref.double().cpu()
+    for what, test in (("NaN", torch.isnan), ("+inf", torch.isposinf), ("-inf", torch.isneginf)):
+        mismatch = test(g) != test(r)
+        if mismatch.any():
+            idx = mismatch.nonzero()[0]
+            count = int(mismatch.sum())
+            return report.fail(f"{name}: {what} pattern differs at {count} elements, first {name}{_where(idx)}: "
+                               f"got {g[tuple(idx)].item():.6g}, expected {r[tuple(idx)].item():.6g}")
+    return report
+
+
+def _distances(g, r, report):
+    finite = torch.isfinite(r) & torch.isfinite(g)
+    g, r = g[finite], r[finite]
+    if r.numel():
+        norm = r.norm().item()
+        report.metrics["rel_l2"] = (g - r).norm().item() / norm if norm else (g - r).norm().item()
+        denom = (g.norm() * r.norm()).item()
+        report.metrics["cos_dist"] = 1 - (g @ r).item() / denom if denom else 0.0
+    return report
+
+
+def elementwise(got, ref, name, *, atol, scale="sum"):
+    """|got - ref| <= atol * (1 + |ref|) (scale="sum"), atol * max(1, |ref|) ("max") or atol ("abs")."""
+    report = _special(got, ref, name)
+    if not report.ok:
+        return report
+    g, r = got.double().cpu(), ref.double().cpu()
+    finite = torch.isfinite(r)
+    err = torch.where(finite, (g - r).abs(), torch.zeros_like(r))
+    bound = atol * {"sum": lambda: 1 + r.abs(), "max": lambda: r.abs().clamp_min(1.0),
+                    "abs": lambda: torch.ones_like(r)}[scale]()
+    excess = torch.where(finite, err / bound, torch.zeros_like(r))
+    report.metrics["max_abs_err"] = err.max().item() if err.numel() else 0.0
+    _distances(g, r, report)
+    if excess.numel() and excess.max() > 1:
+        idx = torch.nonzero(excess == excess.max())[0]
+        bad = int((excess > 1).sum())
+        report.fail(f"{name}: {bad} elements past the bound, worst {name}{_where(idx)}: got {g[tuple(idx)].item():.6g}, "
+                    f"expected {r[tuple(idx)].item():.6g} (|err| {err[tuple(idx)].item():.3g} > "
+                    f"{bound[tuple(idx)].item():.3g})")
+    return report
+
+
+def exact(got, ref, name):
+    """Bitwise equal values, NaN where the reference has NaN."""
+    report = _special(got, ref, name)
+    if report.ok:
+        g, r = got.cpu(), ref.cpu()
+        if g.is_floating_point():
+            g, r = g.nan_to_num(0.0), r.nan_to_num(0.0)
+        diff = g != r
+        if diff.any():
+            idx = diff.nonzero()[0]
+            report.fail(f"{name}: {int(diff.sum())} elements differ, first {name}{_where(idx)}: "
+                        f"got {got.cpu()[tuple(idx)].item()}, expected {ref.cpu()[tuple(idx)].item()}")
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# per op
+
+
+def compress(got, ref, *, mode="ring", kept=None):
+    """got/ref: dict with "out" and "state" (the state after the call). kept: bool [S, W] of the
+    ring / paged slots the SPEC fixes after the call (compress_kept_slots); the rest are free."""
+    report = Report().merge("out", elementwise(got["out"], ref["out"], "out", atol=COMPRESS_BOUND))
+    if mode == "online":
+        return report.merge("state", elementwise(got["state"], ref["state"], "state", atol=COMPRESS_BOUND))
+    # raw rows are copies: exact in every slot that must hold a row or must stay untouched
+    g, r = got["state"], ref["state"]
+    if kept is not None and g.shape == r.shape:
+        kept = kept.to(g.device)
+        g, r = torch.where(kept[..., None], g, 0.0), torch.where(kept[..., None], r, 0.0)
+    return report.merge("state", exact(g, r, "state"))
+
+
+def compress_kept_slots(state_shape, mode, ratio, totals, state_rows=None, page_table=None):
+    """bool [S, W]: the slots whose content the SPEC fixes after a call that leaves request b at
+    totals[b] positions. Ring: the last min(W, total) positions of each request's row, and every
+    row no request owns (untouched). Paged: each position < total whose block has a page, and every
+    page the table does not name (untouched). Other slots (positions not yet reached, or too old
+    for the ring) are free."""
+    rows, width = state_shape[0], state_shape[1]
+    kept = torch.ones(rows, width, dtype=torch.bool)
+    if mode == "ring":
+        for b, total in enumerate(totals):
+            row = int(state_rows[b])
+            kept[row] = False
+            kept[row, [p % width for p in range(max(0, total - width), total)]] = True
+    else:
+        table = page_table.cpu()
+        kept[table[table >= 0].long()] = False
+        for b, total in enumerate(totals):
+            for p in range(total):
+                page = int(table[b, p // ratio])
+                if page >= 0:
+                    kept[page, p % ratio] = True
+    return kept
+
+
+def indexer_logits(got, ref):
+    report = _special(got["logits"], ref["logits"], "logits")
+    if not report.ok:
+        return report
+    g, r = got["logits"].double().cpu(), ref["logits"].double().cpu()
+    _distances(g, r, report)
+    finite = torch.isfinite(r)
+    err = (g - r)[finite].abs()
+    report.metrics["max_abs_err"] = err.max().item() if err.numel() else 0.0
+    if report.metrics.get("rel_l2", 0.0) > INDEXER_REL_L2:
+        idx = finite.nonzero()[int(err.argmax())]
+        report.fail(f"logits: relative L2 {report.metrics['rel_l2']:.3g} > {INDEXER_REL_L2}, worst "
+                    f"logits{_where(idx)}: got {g[tuple(idx)].item():.6g}, expected {r[tuple(idx)].item():.6g}")
+    return report
+
+
+def topk_indices(got, ref, *, logits, seq_lens, page_table, k, page_size):
+    """Tie rule: per row, the valid entries are distinct, map through the page table exactly, and
+    their logits sorted equal the reference selection's sorted logits; -1 padding identical."""
+    out, want = got["indices"], ref["indices"]
+    report = Report()
+    if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype or out.device != want.device:
+        return report.fail(f"indices: {tuple(out.shape)} {out.dtype} on {out.device}, expected {tuple(want.shape)} "
+                           f"{want.dtype} on {want.device}")
+    out, want = out.cpu(), want.cpu()
+    logits, table = logits.cpu().double(), page_table.cpu().long()
+    for b, n in enumerate(seq_lens.tolist()):
+        row, ref_row = out[b], want[b]
+        count = min(n, k)
+        if (row[:count] < 0).any() or (row[count:] != -1).any():
+            return report.fail(f"indices: row {b} (seq_len {n}, k {k}) must hold {count} valid entries then -1 "
+                               f"padding; got {_head(row)}")
+        if n <= k:  # short path: exact
+            if not torch.equal(row, ref_row):
+                i = int((row != ref_row).nonzero()[0])
+                return report.fail(f"indices: short row {b} (seq_len {n} <= k {k}) must be 0..{n - 1} mapped, "
+                                   f"indices[{b}, {i}] = {int(row[i])}, expected {int(ref_row[i])}")
+            continue
+        physical = row[:count].long()
+        if len(set(physical.tolist())) != count:
+            return report.fail(f"indices: row {b} has duplicate entries: {_head(row)}")
+        # invert the mapping through this row's page table
+        pages = table[b, :contract.cdiv(n, page_size)]
+        page_pos = {int(p): i for i, p in enumerate(pages.tolist())}
+        logical = []
+        for v in physical.tolist():
+            blk = page_pos.get(v // page_size)
+            if blk is None or blk * page_size + v % page_size >= n:
+                return report.fail(f"indices: row {b} holds {v}, which is no valid column through the page table "
+                                   f"(seq_len {n}, page_size {page_size})")
+            logical.append(blk * page_size + v % page_size)
+        got_vals = logits[b, logical].sort().values
+        ref_vals = logits[b, _logical(ref_row[:count], pages, page_size)].sort().values
+        if not torch.equal(got_vals, ref_vals):
+            i = int((got_vals != ref_vals).nonzero()[0])
+            return report.fail(f"indices: row {b} selects a logit {got_vals[i].item():.6g} where the top-{k} has "
+                               f"{ref_vals[i].item():.6g} (sorted position {i}); not the {k} largest")
+    return report
+
+
+def _logical(row, pages, page_size):
+    page_pos = {int(p): i for i, p in enumerate(pages.tolist())}
+    return [page_pos[v // page_size] * page_size + v % page_size for v in row.tolist()]
+
+
+def _head(row, n=8):
+    values = row.tolist()
+    return "[" + ", ".join(map(str, values[:n])) + (", ...]" if len(values) > n else "]")
+
+
+def sparse_attention(got, ref):
+    report = Report()
+    report.merge("out", elementwise(got["out"], ref["out"], "out", atol=ATTN_OUT_BOUND, scale="max"))
+    lse = _special(got["lse"], ref["lse"], "lse")
+    if lse.ok:
+        lse = elementwise(got["lse"], ref["lse"], "lse", atol=ATTN_LSE_BOUND, scale="abs")
+    return report.merge("lse", lse)

@@ -1,0 +1,221 @@
+"""A plain float32 implementation of the four ops with switchable classic bugs.
+
+With no bug it is a second, independent implementation the harness must accept; each fixture module
+beside this file turns on exactly one bug, and the harness must reject it. Written apart from the
+reference (float32, vectorised per request) so a shared mistake is unlikely.
+"""
+
+import math
+
+import torch
+
+from harness import contract
+
+BUGS = {  # name: (the op it breaks, what it does)
+    "first_window_not_masked": ("compress", "C4 entry 0 pools the missing overlap block as value 0, logit 0 (not -inf)"),
+    "overlap_halves_swapped": ("compress", "C4 takes the current half from the previous block and the overlap half from this one"),
+    "emission_one_token_late": ("compress", "entry j is emitted at p = r*j + r instead of r*j + r - 1"),
+    "online_not_rescaled": ("compress", "the online running sum and mean are not rescaled by exp(m - m')"),
+    "compress_page_table_ignored": ("compress", "paged mode uses the logical block number as the page"),
+    "ape_off_by_one": ("compress", "position bias ape[(i + 1) % r] instead of ape[i]"),
+    "state_not_written_without_emission": ("compress", "a call that emits nothing skips the state write"),
+    "released_page_written": ("compress", "a new row whose block has page -1 is written to page -1 (the last page)"),
+    "ring_written_before_read": ("compress", "the ring is written before the window is read"),
+    "neg_inf_tail_left_zero": ("indexer_logits", "logits past the context are 0 instead of -inf"),
+    "missing_key_scale": ("indexer_logits", "the per-entry key scale is not applied"),
+    "indexer_block_table_ignored": ("indexer_logits", "entry t is read from block t // 64, not from the block table"),
+    "relu_missing": ("indexer_logits", "no ReLU on the per-head scores"),
+    "topk_ignores_seq_lens": ("topk_indices", "selects among all columns, past seq_len too"),
+    "topk_ignores_page_table": ("topk_indices", "returns logical indices without the page-table translation"),
+    "topk_short_path_by_value": ("topk_indices", "rows with seq_len <= k are ordered by logit instead of ascending"),
+    "topk_padding_zero": ("topk_indices", "padding is 0 instead of -1"),
+    "minus_one_as_zero": ("sparse_attention", "index -1 reads kv row 0 instead of being skipped"),
+    "sink_in_numerator": ("sparse_attention", "the sink joins the softmax as a term whose value is the mean of the values"),
+    "lse_includes_sink": ("sparse_attention", "the returned lse includes the sink"),
+    "lse_base2": ("sparse_attention", "lse in base 2"),
+    "duplicates_dropped": ("sparse_attention", "duplicate indices are counted once"),
+    "no_max_subtraction": ("sparse_attention", "softmax without subtracting the max (overflows on large scores)"),
+}
+
+
+def make_backend(bug=None):
+    if bug is not None and bug not in BUGS:
+        raise KeyError(bug)
+    on = bug.__eq__ if bug else (lambda name: False)
+
+    def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
+                 validate=True):
+        layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
+                                         extend_lens=extend_lens, mode=mode, state_rows=state_rows,
+                                         page_table=page_table, validate=validate)
+        d = layout.d
+        if mode == "online":
+            return _online(kv_score, ape, state, state_rows, prefix_lens.tolist(), extend_lens.tolist(), d, on)
+        width = contract.RING_WIDTH[ratio] if mode == "ring" else ratio
+        outs, writes, start = [], [], 0
+        for b, (p0, n) in enumerate(zip(prefix_lens.tolist(), extend_lens.tolist())):
+            new = kv_score[start:start + n]
+            start += n
+
+            def slot(p):  # (state index tuple) of position p
+                if mode == "ring":
+                    return int(state_rows[b]), p % width
+                blk = p // ratio
+                page = blk if on("compress_page_table_ignored") else int(page_table[b, blk])
+                return page, p % ratio
+            if on("ring_written_before_read") and mode == "ring":
+                for i in range(n):
+                    state[slot(p0 + i)] = new[i]
+            first, last = p0 // ratio, (p0 + n) // ratio  # entries j with r*j + r - 1 in [p0, p0 + n)
+            if on("emission_one_token_late"):  # ... with r*j + r in [p0, p0 + n)
+                first, last = max(0, -(-p0 // ratio) - 1), (p0 + n - 1) // ratio
+            lo = max(0, ratio * first - (4 if ratio == 4 else 0))
+            hist = torch.stack([state[slot(p)] for p in range(lo, p0)]) if p0 > lo else new[:0]
+            rows = torch.cat([hist, new])  # rows[i] is position lo + i
+            for j in range(first, last):
+                get = lambda p: rows[p - lo]  # noqa: E731
+                outs.append(_pool_c4(get, ape, j, d, on) if ratio == 4 else _pool_c128(get, ape, j, d, on))
+            if on("state_not_written_without_emission") and last == first:
+                continue
+            for i in range(n):
+                p = p0 + i
+                if mode == "paged" and page_table[b, p // ratio] < 0 and not on("released_page_written") \
+                        and not on("compress_page_table_ignored"):
+                    continue
+                writes.append((slot(p), new[i]))
+        for where, row in writes:
+            state[where] = row
+        return torch.stack(outs) if outs else kv_score.new_zeros(0, d)
+
+    def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_context_len, validate=True):
+        layout = contract.check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table,
+                                               max_context_len=max_context_len, validate=validate)
+        nb = kv_cache.shape[0]
+        keys = kv_cache[:, :contract.INDEXER_KEY_BYTES].contiguous().view(torch.float8_e4m3fn).float().view(nb, 64, 128)
+        scales = kv_cache[:, contract.INDEXER_KEY_BYTES:].contiguous().view(torch.float32).view(nb, 64)
+        fill = 0.0 if on("neg_inf_tail_left_zero") else float("-inf")
+        out = torch.full((layout.batch, max_context_len), fill, device=q_fp8.device)
+        for b, n in enumerate(context_lens.tolist()):
+            t = torch.arange(n, device=q_fp8.device)
+            blk = t // 64 if on("indexer_block_table_ignored") else block_table[b].long()[t // 64]
+            k, s = keys[blk, t % 64], scales[blk, t % 64]
+            scores = q_fp8[b].float() @ k.T
+            if not on("missing_key_scale"):
+                scores = scores * s
+            if not on("relu_missing"):
+                scores = scores.clamp_min(0)
+            out[b, :n] = weights[b] @ scores
+        return out
+
+    def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+        layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size,
+                                             validate=validate)
+        pad = 0 if on("topk_padding_zero") else -1
+        out = torch.full((layout.batch, k), pad, dtype=torch.int32, device=logits.device)
+        for b, n in enumerate(seq_lens.tolist()):
+            valid = logits.shape[1] if on("topk_ignores_seq_lens") else n
+            if n <= k:
+                raw = torch.arange(n, device=logits.device)
+                if on("topk_short_path_by_value"):
+                    raw = logits[b, :n].argsort(descending=True)
+            else:
+                raw = torch.topk(logits[b, :valid].nan_to_num(float("-inf")), k).indices
+            if on("topk_ignores_page_table"):
+                out[b, :len(raw)] = raw.int()
+            else:
+                out[b, :len(raw)] = (page_table[b].long()[raw // page_size] * page_size + raw % page_size).int()
+        return out
+
+    def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
+        layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
+                                                 validate=validate)
+        out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+        lse = torch.full((layout.batch, layout.heads), float("-inf"), device=q.device)
+        for b in range(layout.batch):
+            idx = indices[b].long()
+            idx = idx.clamp_min(0) if on("minus_one_as_zero") else idx[idx >= 0]
+            if on("duplicates_dropped"):
+                idx = idx.unique()
+            if idx.numel() == 0:
+                continue
+            k = kv[idx].float()
+            s = sm_scale * (q[b].float() @ k.T)
+            if on("no_max_subtraction"):
+                e = torch.exp(s)
+                total = e.sum(1)
+                lse[b], out[b] = torch.log(total), (e @ k) / total[:, None]
+            else:
+                m = s.max(1).values
+                e = torch.exp(s - m[:, None])
+                total = e.sum(1)
+                lse[b], out[b] = m + torch.log(total), (e @ k) / total[:, None]
+            if attn_sink is not None:
+                if on("sink_in_numerator"):
+                    w = torch.sigmoid(lse[b] - attn_sink)  # share of the real terms
+                    out[b] = out[b] * w[:, None] + (1 - w)[:, None] * k.mean(0)
+                else:
+                    out[b] = out[b] / (1 + torch.exp(attn_sink - lse[b]))[:, None]
+                if on("lse_includes_sink"):
+                    lse[b] = torch.logaddexp(lse[b], attn_sink)
+            if on("lse_base2"):
+                lse[b] = lse[b] / math.log(2)
+        return out.bfloat16(), lse
+
+    return compress, indexer_logits, topk_indices, sparse_attention
+
+
+def _pool_c4(get, ape, j, d, on):
+    vals, logits = [], []
+    for i in range(4):
+        a = (i + 1) % 4 if on("ape_off_by_one") else i
+        p = 4 * j - 4 + i
+        if p < 0:
+            vals.append(torch.zeros(d, device=ape.device))
+            logits.append(torch.full((d,), 0.0 if on("first_window_not_masked") else float("-inf"), device=ape.device))
+            continue
+        row = get(p)
+        ov = row[d:2 * d] if on("overlap_halves_swapped") else row[:d]
+        vals.append(ov)
+        logits.append(row[2 * d:3 * d] + ape[a, :d])
+    for i in range(4):
+        a = (i + 1) % 4 if on("ape_off_by_one") else i
+        row = get(4 * j + i)
+        cur = row[:d] if on("overlap_halves_swapped") else row[d:2 * d]
+        vals.append(cur)
+        logits.append(row[3 * d:] + ape[a, d:])
+    vals, logits = torch.stack(vals), torch.stack(logits)
+    return (torch.softmax(logits, 0) * vals).sum(0)
+
+
+def _pool_c128(get, ape, j, d, on):
+    rows = torch.stack([get(128 * j + i) for i in range(128)])
+    bias = ape.roll(-1, 0) if on("ape_off_by_one") else ape
+    return (torch.softmax(rows[:, d:] + bias, 0) * rows[:, :d]).sum(0)
+
+
+def _online(kv_score, ape, state, state_rows, prefix, extend, d, on):
+    outs, start = [], 0
+    for b, (p0, n) in enumerate(zip(prefix, extend)):
+        row = int(state_rows[b])
+        m, s, v = state[row, 0].clone(), state[row, 1].clone(), state[row, 2].clone()
+        wrote = False
+        for i in range(n):
+            p = p0 + i
+            y, x = kv_score[start + i, :d], kv_score[start + i, d:] + ape[(p + on("ape_off_by_one")) % 128]
+            if on("emission_one_token_late") and p % 128 == 0 and p > 0:
+                outs.append(v.clone())
+                wrote = True
+            if p % 128 == 0:
+                m, s, v = x, torch.ones_like(x), y
+            else:
+                m2 = torch.maximum(m, x)
+                a = s if on("online_not_rescaled") else s * torch.exp(m - m2)
+                e = torch.exp(x - m2)
+                m, s, v = m2, a + e, (v * a + y * e) / (a + e)
+            if p % 128 == 127 and not on("emission_one_token_late"):
+                outs.append(v.clone())
+                wrote = True
+        start += n
+        if n and not (on("state_not_written_without_emission") and not wrote):
+            state[row] = torch.stack([m, s, v])
+    return torch.stack(outs) if outs else kv_score.new_zeros(0, d)

@@ -1,0 +1,152 @@
+"""The checker itself: it accepts correct backends, rejects every known-wrong one, says where, and
+its repro commands reproduce exactly the failing case."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness import backends
+from harness import cases as C
+from harness import check as K
+from harness import compare
+from tests.known_wrong.impl import BUGS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cases(name, ops=None, fuzz=0):
+    backend = backends.load(name, "cpu")
+    chosen = C.select(ops) + C.fuzz(ops or list(C.contract.OPS), fuzz, seed=1)
+    return [K.check_case(backend, case, "cpu") for case in chosen]
+
+
+@pytest.mark.parametrize("name", ["reference", "tests.known_wrong.correct"])
+def test_correct_backends_pass_every_quick_case(name):
+    failures = [f"{r.case.id}: {r.message}" for r in run_cases(name, fuzz=3) if not r.ok]
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_every_known_wrong_backend_is_rejected(bug):
+    op, what = BUGS[bug]
+    results = run_cases(f"tests.known_wrong.{bug}", [op])
+    failed = [r for r in results if not r.ok]
+    assert failed, f"{bug} ({what}) passed every {op} case"
+    # the message names an output of the op and an element, or the bad argument
+    first = failed[0]
+    assert first.message and first.case.op == op
+    assert first.repro.startswith(f"python -m harness check --backend tests.known_wrong.{bug} --device cpu --ops {op}")
+
+
+def test_skipped_validation_is_rejected_by_the_bad_input_family():
+    results = run_cases("tests.known_wrong.skips_validation")
+    failed = [r for r in results if not r.ok]
+    assert failed and all(r.case.family == "bad-input" for r in failed)
+    assert all(r.ok for r in results if r.case.family != "bad-input")
+
+
+def test_fuzz_cases_rebuild_identically_from_their_name():
+    for op in C.contract.OPS:
+        case = C.fuzz([op], 1, seed=42)[0]
+        again = C.find(op, case.name)
+        assert repr(again) == repr(case)  # (NaN params make == false)
+        a, b = C.build(case), C.build(again)
+        for x, y in zip(a.args, b.args):
+            assert K.same_bits(x, y)
+
+
+def test_catalogue_names_are_unique_and_cover_the_edge_cases():
+    ids = [c.id for c in C.TESTS]
+    assert len(ids) == len(set(ids))
+    families = {c.family for c in C.TESTS}
+    for needed in ("c4-first-emission", "c4-short-extend", "c4-decode", "c128-decode", "c4-paged-pages", "ties",
+                   "short", "boundary", "tail", "invalid", "stability", "heads", "context-edges", "padding",
+                   "bad-input"):
+        assert needed in families
+    modes = {(c.params.get("ratio"), c.params.get("mode")) for c in C.TESTS if c.op == "compress"}
+    assert {(4, "ring"), (4, "paged"), (128, "ring"), (128, "paged"), (128, "online")} <= modes
+
+
+def _cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_cli_check_reference_passes_and_prints_tables():
+    r = _cli("check", "--backend", "reference", "--device", "cpu", "--quick", "--ops", "topk_indices",
+             "sparse_attention")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| family" in r.stdout and "sparse_attention" in r.stdout and " 0 failed" in r.stdout
+
+
+def test_cli_failure_prints_a_repro_that_reproduces_it():
+    r = _cli("check", "--backend", "tests.known_wrong.lse_base2", "--backend", "reference", "--device", "cpu",
+             "--ops", "sparse_attention")
+    assert r.returncode == 1
+    assert "agreement" in r.stdout
+    repro = next(line.split("repro: ", 1)[1] for line in r.stdout.splitlines() if "repro: " in line)
+    again = _cli(*repro.split()[3:])
+    assert again.returncode == 1 and "0 passed, 1 failed" in again.stdout, again.stdout
+
+
+def test_cli_unknown_backend_is_a_usage_error():
+    r = _cli("check", "--backend", "no_such_module_xyz", "--device", "cpu")
+    assert r.returncode == 2 and "registered names" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# comparators
+
+
+def test_nan_and_inf_positions_must_match():
+    ref = torch.tensor([1.0, float("-inf"), 2.0])
+    assert compare.elementwise(ref.clone(), ref, "x", atol=1e-3).ok
+    assert not compare.elementwise(torch.tensor([1.0, 0.0, 2.0]), ref, "x", atol=1e-3).ok
+    nan = compare.elementwise(torch.tensor([float("nan"), float("-inf"), 2.0]), ref, "x", atol=1e-3)
+    assert not nan.ok and "NaN pattern" in nan.message and "x[0]" in nan.message
+
+
+def test_bound_names_the_worst_element():
+    ref = torch.zeros(3, 4)
+    got = ref.clone()
+    got[2, 1] = 0.5
+    got[0, 0] = 0.1
+    r = compare.elementwise(got, ref, "out", atol=5e-3)
+    assert not r.ok and "out[2, 1]" in r.message and "got 0.5" in r.message
+
+
+def test_topk_accepts_any_tie_break_and_rejects_a_smaller_logit():
+    logits = torch.tensor([[3.0, 1.0, 3.0, 2.0, 3.0]])
+    seq, table = torch.tensor([5], dtype=torch.int32), torch.tensor([[0]], dtype=torch.int32)
+    kw = dict(logits=logits, seq_lens=seq, page_table=table, k=2, page_size=8)
+    ref = {"indices": torch.tensor([[0, 2]], dtype=torch.int32)}
+    assert compare.topk_indices({"indices": torch.tensor([[4, 0]], dtype=torch.int32)}, ref, **kw).ok
+    bad = compare.topk_indices({"indices": torch.tensor([[4, 3]], dtype=torch.int32)}, ref, **kw)
+    assert not bad.ok and "not the 2 largest" in bad.message
+    dup = compare.topk_indices({"indices": torch.tensor([[4, 4]], dtype=torch.int32)}, ref, **kw)
+    assert not dup.ok and "duplicate" in dup.message
+
+
+def test_compress_state_check_fixes_only_what_the_spec_fixes():
+    import references
+    case = C.find("compress", "c4-paged-prefill-released")
+    x = C.build(case)
+    ref = K.run_op(references, case, x.clone())
+    kw = x.kwargs
+    totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
+    kept = compare.compress_kept_slots(x.args[2].shape, "paged", 4, totals, page_table=kw["page_table"])
+    assert kept.any() and (~kept).any()
+    free = {k: v.clone() for k, v in ref.items()}
+    free["state"][~kept] = 123.0  # slots of positions not reached yet: the SPEC leaves them free
+    assert K.compare_outputs(case, x, free, ref).ok
+    named = set(kw["page_table"][kw["page_table"] >= 0].tolist())
+    unnamed = next(p for p in range(x.args[2].shape[0]) if p not in named)
+    touched = {k: v.clone() for k, v in ref.items()}
+    touched["state"][unnamed, 0, 0] = 0.0  # a page the table does not name
+    report = K.compare_outputs(case, x, touched, ref)
+    assert not report.ok and f"state[{unnamed}, 0, 0]" in report.message
