@@ -210,6 +210,13 @@ BENCH = {
         _c("topk_indices", "b64-262144", "bench", 107, "bench", seq_lens=[262144] * 64, columns=262144, k=512),
         _c("sparse_attention", "decode-b64-h64-k640", "bench", 108, "bench",
            positions=[65536 + 7 * i for i in range(64)], heads=64, ratio=4, topk=512),
+        _c("sparse_attention", "decode-b1-1k", "bench", 109, "bench", positions=[1023], heads=64, ratio=4, topk=512),
+        _c("sparse_attention", "decode-b256-h64-k640", "bench", 114, "bench",
+           positions=[8192 + 31 * i for i in range(256)], heads=64, ratio=4, topk=512),
+        _c("indexer_logits", "b256-16k", "bench", 115, "bench", context_lens=[4096] * 256, heads=64,
+           max_context_len=4096),
+        _c("indexer_logits", "b1-1m", "bench", 116, "bench", context_lens=[262144], heads=64, max_context_len=262144),
+        _c("topk_indices", "b256-4096", "bench", 117, "bench", seq_lens=[4096] * 256, columns=4096, k=512),
     ],
     "v4-pro": [
         _c("indexer_logits", "b64-64k", "bench", 110, "bench", context_lens=[16384] * 64, heads=64,

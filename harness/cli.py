@@ -78,6 +78,8 @@ class Progress:
     def step(self, result):
         self.done += 1
         line = f"[{self.done}/{self.total}] {result.backend} {result.case.id}: {result.status} ({result.seconds:.2f}s)"
+        if self.verbose and result.metrics:
+            line += f" {_metrics(result)}"
         if self.verbose:
             print(line, file=sys.stderr)
         elif self.tty:
@@ -89,18 +91,19 @@ class Progress:
 
 
 def _worst(results):
-    """The worst error metric of a group, as a short string."""
-    keys = ("out.max_abs_err", "max_abs_err", "rel_l2")
+    """The worst errors of a group: max |err| and relative L2 of the main output."""
     worst = {}
     for r in results:
-        for k in keys:
-            if k in r.metrics:
-                worst[k] = max(worst.get(k, 0.0), r.metrics[k])
-    if "out.max_abs_err" in worst:
-        return f"max|err| {worst['out.max_abs_err']:.2e}"
-    if "rel_l2" in worst and "max_abs_err" in worst:
-        return f"relL2 {worst['rel_l2']:.2e}"
-    return "tie-rule" if any(r.case.op == "topk_indices" for r in results) else ""
+        for k, v in r.metrics.items():
+            worst[k] = max(worst.get(k, 0.0), v)
+    main = "out." if "out.max_abs_err" in worst else ""
+    if f"{main}max_abs_err" in worst:
+        return f"max|err| {worst[f'{main}max_abs_err']:.2e}, relL2 {worst.get(f'{main}rel_l2', 0.0):.2e}"
+    return "tie rule" if any(r.case.op == "topk_indices" and r.case.family != "bad-input" for r in results) else ""
+
+
+def _metrics(result):
+    return ", ".join(f"{k} {v:.2e}" for k, v in sorted(result.metrics.items()))
 
 
 def check_command(args):
