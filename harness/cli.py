@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tabulate import tabulate
@@ -35,6 +36,8 @@ def main(argv=None):
 
 
 def _backends(names, device):
+    if device == "cpu":  # Triton kernels can run on the CPU only in its interpreter, set before import
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     if names:
         loaded = []
         for name in names:

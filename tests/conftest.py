@@ -1,5 +1,10 @@
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():  # Triton kernels run in its interpreter; must precede importing Triton
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_configure(config):

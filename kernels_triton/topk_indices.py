@@ -1,0 +1,88 @@
+"""Triton `topk_indices` (SPEC 3): radix select fused with the page-table translation.
+
+One program per row. Rows with seq_len <= k write 0..seq_len-1 mapped, without reading the logits.
+Longer rows map each float to an order-preserving 32-bit key and find the k-th largest key in four
+8-bit radix passes (a 256-bin histogram of the keys that match the digits found so far), then one
+collecting pass writes every key above that threshold and the first `remaining` keys equal to it,
+in column order, so the selection and its order are deterministic: five reads of the row in all.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from harness import contract
+
+
+@triton.jit
+def _sortable_key(x):
+    bits = x.to(tl.uint32, bitcast=True)
+    return tl.where((bits & 0x80000000) != 0, ~bits, bits | 0x80000000)
+
+
+@triton.jit
+def _translate(table_row, raw, mask, page_size):
+    page = tl.load(table_row + raw // page_size, mask=mask, other=0)
+    return tl.where(mask, page * page_size + raw % page_size, -1)
+
+
+@triton.jit
+def _topk_kernel(logits_ptr, columns, seq_ptr, table_ptr, table_stride, out_ptr, page_size,
+                 K: tl.constexpr, BLOCK: tl.constexpr):
+    b = tl.program_id(0)
+    n = tl.load(seq_ptr + b)
+    out_row = out_ptr + b.to(tl.int64) * K
+    table_row = table_ptr + b.to(tl.int64) * table_stride
+    if n <= K:
+        for off in range(0, K, BLOCK):
+            idx = off + tl.arange(0, BLOCK)
+            tl.store(out_row + idx, _translate(table_row, idx, idx < n, page_size), mask=idx < K)
+    else:
+        row = logits_ptr + b.to(tl.int64) * columns
+        bins = tl.arange(0, 256)
+        prefix = tl.full([], 0, tl.uint32)
+        prefix_mask = tl.full([], 0, tl.uint32)
+        remaining = tl.full([], K, tl.int32)
+        for step in tl.static_range(4):
+            shift: tl.constexpr = 24 - 8 * step
+            hist = tl.zeros([256], tl.int32)
+            for off in range(0, n, BLOCK):
+                idx = off + tl.arange(0, BLOCK)
+                inside = idx < n
+                key = _sortable_key(tl.load(row + idx, mask=inside, other=0.0))
+                match = inside & ((key & prefix_mask) == prefix)
+                digit = ((key >> shift) & 0xFF).to(tl.int32)
+                hist += tl.histogram(tl.where(match, digit, 0), 256)
+                hist -= tl.where(bins == 0, tl.sum((~match).to(tl.int32)), 0)  # the non-matching went to bin 0
+            at_or_above = tl.sum(hist) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
+            cut = tl.max(tl.where(at_or_above >= remaining, bins, -1))
+            remaining -= tl.sum(tl.where(bins > cut, hist, 0))
+            prefix |= cut.to(tl.uint32) << shift
+            prefix_mask |= tl.full([], 0xFF, tl.uint32) << shift
+        # collect: above the threshold key, then the first `remaining` equal to it, in column order
+        taken_above = tl.full([], 0, tl.int32)
+        taken_equal = tl.full([], 0, tl.int32)
+        first_equal_slot = K - remaining
+        for off in range(0, n, BLOCK):
+            idx = off + tl.arange(0, BLOCK)
+            inside = idx < n
+            key = _sortable_key(tl.load(row + idx, mask=inside, other=0.0))
+            above = inside & (key > prefix)
+            equal = inside & (key == prefix)
+            above_rank = taken_above + tl.cumsum(above.to(tl.int32), 0) - 1
+            equal_rank = taken_equal + tl.cumsum(equal.to(tl.int32), 0) - 1
+            take_equal = equal & (equal_rank < remaining)
+            slot = tl.where(above, above_rank, first_equal_slot + equal_rank)
+            chosen = above | take_equal
+            tl.store(out_row + slot, _translate(table_row, idx, chosen, page_size), mask=chosen)
+            taken_above += tl.sum(above.to(tl.int32))
+            taken_equal += tl.sum(equal.to(tl.int32))
+
+
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
+    if layout.batch:
+        _topk_kernel[(layout.batch,)](logits, layout.columns, seq_lens, page_table, page_table.stride(0), out,
+                                      page_size, K=k, BLOCK=1024)
+    return out
