@@ -16,6 +16,7 @@ from harness.contract import OPS
 
 REGISTERED = {
     "reference": "references",
+    "torch": "kernels_torch",
     "triton": "kernels_triton",
     "cuda": "kernels_cuda",
 }

@@ -193,39 +193,40 @@ def _attention_cases():
 # benchmark cases: production shapes (built only where they fit: the GPU)
 
 
+def _b(op, name, seed, **params):
+    return _c(op, name, "bench", seed, "bench", **params)
+
+
+_DECODE_64 = [65536 + 97 * i for i in range(64)]  # decode positions around 64K tokens
 BENCH = {
     "v4-flash": [
-        _c("compress", "c4-prefill-64k", "bench", 100, "bench", ratio=4, d=512, mode="paged", prefix=[0],
-           steps=[[65536]]),
-        _c("compress", "c4-decode-b64", "bench", 101, "bench", ratio=4, d=512, mode="paged",
-           prefix=[4096 + 13 * i for i in range(64)], steps=[[1] * 64]),
-        _c("compress", "c128-decode-b512", "bench", 102, "bench", ratio=128, d=512, mode="online",
+        _b("compress", "c4-paged-prefill-64k", 100, ratio=4, d=512, mode="paged", prefix=[0], steps=[[65536]]),
+        _b("compress", "c128-online-prefill-64k", 101, ratio=128, d=512, mode="online", prefix=[0], steps=[[65536]]),
+        _b("compress", "c4-paged-decode-b64", 102, ratio=4, d=512, mode="paged", prefix=_DECODE_64,
+           steps=[[1] * 64]),
+        _b("compress", "c4-paged-decode-b512", 103, ratio=4, d=512, mode="paged",
            prefix=[4096 + 13 * i for i in range(512)], steps=[[1] * 512]),
-        _c("indexer_logits", "b64-64k", "bench", 103, "bench", context_lens=[16384] * 64, heads=64,
-           max_context_len=16384),
-        _c("indexer_logits", "b64-256k", "bench", 104, "bench", context_lens=[65536] * 64, heads=64,
-           max_context_len=65536),
-        _c("topk_indices", "b64-16384", "bench", 105, "bench", seq_lens=[16384] * 64, columns=16384, k=512),
-        _c("topk_indices", "b64-65536", "bench", 106, "bench", seq_lens=[65536] * 64, columns=65536, k=512),
-        _c("topk_indices", "b64-262144", "bench", 107, "bench", seq_lens=[262144] * 64, columns=262144, k=512),
-        _c("sparse_attention", "decode-b64-h64-k640", "bench", 108, "bench",
-           positions=[65536 + 7 * i for i in range(64)], heads=64, ratio=4, topk=512),
-        _c("sparse_attention", "decode-b1-1k", "bench", 109, "bench", positions=[1023], heads=64, ratio=4, topk=512),
-        _c("sparse_attention", "decode-b256-h64-k640", "bench", 114, "bench",
-           positions=[8192 + 31 * i for i in range(256)], heads=64, ratio=4, topk=512),
-        _c("indexer_logits", "b256-16k", "bench", 115, "bench", context_lens=[4096] * 256, heads=64,
-           max_context_len=4096),
-        _c("indexer_logits", "b1-1m", "bench", 116, "bench", context_lens=[262144], heads=64, max_context_len=262144),
-        _c("topk_indices", "b256-4096", "bench", 117, "bench", seq_lens=[4096] * 256, columns=4096, k=512),
+        _b("compress", "c128-online-decode-b64", 104, ratio=128, d=512, mode="online", prefix=_DECODE_64,
+           steps=[[1] * 64]),
+        _b("compress", "c128-online-decode-b512", 105, ratio=128, d=512, mode="online",
+           prefix=[4096 + 13 * i for i in range(512)], steps=[[1] * 512]),
+        _b("indexer_logits", "b64-64k-tokens", 106, context_lens=[16384] * 64, heads=64, max_context_len=16384),
+        _b("indexer_logits", "b64-256k-tokens", 107, context_lens=[65536] * 64, heads=64, max_context_len=65536),
+        _b("topk_indices", "b64-16384", 108, seq_lens=[16384] * 64, columns=16384, k=512),
+        _b("topk_indices", "b64-65536", 109, seq_lens=[65536] * 64, columns=65536, k=512),
+        _b("topk_indices", "b64-262144", 110, seq_lens=[262144] * 64, columns=262144, k=512),
+        _b("sparse_attention", "decode-b64-h64-k640", 111, positions=_DECODE_64, heads=64, ratio=4, topk=512),
+        _b("sparse_attention", "decode-b64-h128-k1152", 112, positions=_DECODE_64, heads=128, ratio=4, topk=1024),
     ],
     "v4-pro": [
-        _c("indexer_logits", "b64-64k", "bench", 110, "bench", context_lens=[16384] * 64, heads=64,
-           max_context_len=16384),
-        _c("topk_indices", "b64-65536-k1024", "bench", 111, "bench", seq_lens=[65536] * 64, columns=65536, k=1024),
-        _c("sparse_attention", "decode-b64-h128-k1152", "bench", 112, "bench",
-           positions=[65536 + 7 * i for i in range(64)], heads=128, ratio=4, topk=1024),
-        _c("sparse_attention", "hca-decode-b64-h128", "bench", 113, "bench",
-           positions=[(1 << 20) - 1 - 3 * i for i in range(64)], heads=128, ratio=128, topk=8192),
+        _b("indexer_logits", "b64-256k-tokens", 120, context_lens=[65536] * 64, heads=64, max_context_len=65536),
+        _b("topk_indices", "b64-65536-k1024", 121, seq_lens=[65536] * 64, columns=65536, k=1024),
+        _b("sparse_attention", "decode-b64-h128-k1152", 122, positions=_DECODE_64, heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "hca-decode-b64-h128-k8320", 123, positions=[(1 << 20) - 1 - 3 * i for i in range(64)],
+           heads=128, ratio=128, topk=8192),
+        _b("sparse_attention", "decode-b1-1k-h128", 124, positions=[1023], heads=128, ratio=4, topk=1024),
+        _b("compress", "c4-paged-decode-b256", 125, ratio=4, d=512, mode="paged",
+           prefix=[(1 << 19) + 7 * i for i in range(256)], steps=[[1] * 256]),
     ],
 }
 
@@ -317,7 +318,8 @@ def build(case, device="cpu"):
         totals = [sum(step[b] for step in p["steps"]) for b in range(len(p["prefix"]))]
         x = I.compress_inputs(ratio=p["ratio"], d=p["d"], prefix_lens=p["prefix"], extend_lens=totals, mode=p["mode"],
                               seed=case.seed, device=device, score_scale=p.get("score_scale", 1.0),
-                              spare=p.get("spare", 2), release=p.get("release", False))
+                              spare=p.get("spare", 2), release=p.get("release", False),
+                              trim=case.tier == "bench")
         x.extra["steps"] = p["steps"]
         return x
     if case.op == "indexer_logits":

@@ -144,14 +144,20 @@ def _tensors(x):
     return [t for t in list(x.args) + list(x.kwargs.values()) if isinstance(t, torch.Tensor)]
 
 
-def check_case(backend, case, device, keep_outputs=False) -> CaseResult:
+def prepare(case, device):
+    """The case's inputs and the reference's outputs on them (the inputs stay untouched)."""
+    x = C.build(case, device)
+    return x, run_op(references, case, x.clone())
+
+
+def check_case(backend, case, device, keep_outputs=False, prepared=None) -> CaseResult:
+    """prepared: (inputs, reference outputs) from prepare(), to share them across backends."""
     if case.family == "bad-input":
         return check_bad_input(backend, case, device)
     start = time.perf_counter()
     result = CaseResult(case, backend.name, device, "pass")
     try:
-        x = C.build(case, device)
-        ref = run_op(references, case, x.clone())
+        x, ref = prepared or prepare(case, device)
     except Exception as err:  # a harness or reference problem, reported as such
         result.status, result.message = "error", f"building or running the reference failed: {_describe(err)}"
         return result

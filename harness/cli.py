@@ -31,13 +31,27 @@ def main(argv=None):
     p.add_argument("--fuzz", type=int, default=0, metavar="N", help="add N fuzzed cases per op")
     p.add_argument("--seed", type=int, default=0, help="seed of the fuzzer (case i gets seed*1000+i)")
     p.add_argument("--verbose", "-v", action="store_true", help="a line per case")
+    b = sub.add_parser("bench", help="time backends on benchmark cases against the roofline")
+    b.add_argument("--backend", action="append", metavar="NAME",
+                   help="as for check; default: every available backend but the reference (torch included)")
+    b.add_argument("--cases", default="v4-flash", help=f"{', '.join(C.BENCH)}, quick (the small test cases), "
+                                                       "or a comma-separated list of case names")
+    b.add_argument("--device", default="auto")
+    b.add_argument("--ops", nargs="+", choices=OPS, metavar="OP")
+    b.add_argument("--reps", type=int, default=30, help="timed calls per (case, backend)")
+    b.add_argument("--out", metavar="FILE", help="write the JSON results document here")
     args = parser.parse_args(argv)
-    return check_command(args)
+    return check_command(args) if args.command == "check" else bench_command(args)
+
+
+def _device(arg):
+    device = K.pick_device(arg)
+    if device == "cpu":  # Triton kernels can run on the CPU only in its interpreter, set before import
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return device
 
 
 def _backends(names, device):
-    if device == "cpu":  # Triton kernels can run on the CPU only in its interpreter, set before import
-        os.environ.setdefault("TRITON_INTERPRET", "1")
     if names:
         loaded = []
         for name in names:
@@ -110,7 +124,7 @@ def _metrics(result):
 
 
 def check_command(args):
-    device = K.pick_device(args.device)
+    device = _device(args.device)
     loaded = _backends(args.backend, device)
     chosen = _select_cases(args)
     fuzz_note = f", fuzz {args.fuzz} per op from seed {args.seed}" if args.fuzz else ""
@@ -168,3 +182,58 @@ def _agreement(loaded, chosen, results):
         rows.append(row)
     print("\nagreement (cases where the two backends agree within the SPEC bounds)")
     print(tabulate(rows, headers=[""] + [b.name for b in loaded], tablefmt="github"))
+
+
+def _bench_cases(spec, ops):
+    ops = ops or list(OPS)
+    if spec in C.BENCH:
+        chosen = C.BENCH[spec]
+    elif spec == "quick":
+        chosen = [c for c in C.select(ops) if c.family != "bad-input"]
+    else:
+        names = spec.split(",")
+        chosen = [c for group in C.BENCH.values() for c in group if c.name in names]
+        chosen += [c for c in C.TESTS if c.name in names]
+        if not chosen:
+            print(f"error: no benchmark set or case named {spec!r}", file=sys.stderr)
+            sys.exit(2)
+    return [c for c in chosen if c.op in ops]
+
+
+def bench_command(args):
+    from harness import bench as BN
+    device = _device(args.device)
+    if args.backend:
+        loaded = _backends(args.backend, device)
+    else:
+        loaded = [backends.load(n, device) for n, why in backends.availability(device=device).items()
+                  if why is None and n != "reference"]
+    chosen = _bench_cases(args.cases, args.ops)
+    copy = BN.copy_bandwidth(device)
+    clock = "CUDA events" if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)"
+    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, {args.reps} reps, "
+          f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
+    progress = Progress(len(chosen) * len(loaded), verbose=True)
+    records = []
+    for case in chosen:
+        prepared = K.prepare(case, device)
+        for backend in loaded:
+            r = BN.bench_case(backend, case, device, copy, prepared, reps=args.reps)
+            records.append(r)
+            t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
+            print(f"[{len(records)}/{progress.total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
+    base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
+    for r in records:
+        ref = base.get((r.op, r.case))
+        if ref and r.timing:
+            r.speedup_vs_torch = ref.timing.median_us / r.timing.median_us
+    rows = [[r.op, r.case, r.backend, r.verdict, f"{r.timing.median_us:.1f}" if r.timing else "-",
+             f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-", f"{r.bytes / 1e6:.1f}",
+             f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-", f"{r.tflops:.1f}",
+             f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
+    print(tabulate(rows, headers=["op", "case", "backend", "check", "median us", "p10-p90", "MB", "GB/s",
+                                  "% copy", "TFLOP/s", "vs torch"], tablefmt="github"))
+    if args.out:
+        BN.write_json(args.out, device, copy, records)
+        print(f"wrote {args.out}")
+    return 1 if any(r.verdict != "pass" for r in records) else 0

@@ -72,7 +72,7 @@ def generator(seed):
 
 
 def randn(gen, *shape, scale=1.0):
-    return torch.randn(*shape, generator=gen, dtype=torch.float64).mul_(scale).float()
+    return torch.randn(*shape, generator=gen, dtype=torch.float32).mul_(scale)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -106,17 +106,18 @@ def quantize_indexer_queries(q, weights, softmax_scale=contract.INDEXER_DIM ** -
 def random_page_table(blocks_per_request, num_pages, gen, *, columns=None, released=None):
     """int32 [B, columns]: each request's blocks get distinct random pages of a pool of num_pages;
     columns past a request's blocks are -1, and so is every block in released[b] (a set)."""
-    needed = sum(blocks_per_request)
+    kept = [[blk for blk in range(n) if not (released and blk in released[b])]
+            for b, n in enumerate(blocks_per_request)]
+    needed = sum(len(k) for k in kept)
     if needed > num_pages:
         raise ValueError(f"{needed} blocks do not fit in {num_pages} pages")
     columns = max(blocks_per_request, default=0) if columns is None else columns
-    pages = torch.randperm(num_pages, generator=gen)[:needed].tolist()
+    pages = torch.randperm(num_pages, generator=gen)[:needed]
     table = torch.full((len(blocks_per_request), columns), -1, dtype=torch.int32)
-    for b, n in enumerate(blocks_per_request):
-        for blk in range(n):
-            page = pages.pop()
-            if not (released and blk in released[b]):
-                table[b, blk] = page
+    start = 0
+    for b, blocks in enumerate(kept):
+        table[b, blocks] = pages[start:start + len(blocks)].int()
+        start += len(blocks)
     return table
 
 
@@ -139,23 +140,43 @@ def pack_indexer_cache(keys_fp8, scales, block_table, num_blocks):
 # compress: inputs and state built from each request's token history
 
 
+class TrimmedRows:
+    """Raw rows of one request for positions start.. only, indexed by absolute position (ints,
+    position tensors, slices): a long prefix need not exist where no call reads it."""
+
+    def __init__(self, start, rows):
+        self.start, self.rows = start, rows
+
+    def __getitem__(self, pos):
+        if isinstance(pos, slice):
+            lo = None if pos.start is None else pos.start - self.start
+            hi = None if pos.stop is None else pos.stop - self.start
+            if (lo is not None and lo < 0) or (hi is not None and hi < 0):
+                raise IndexError(f"rows before position {self.start} were not drawn")
+            return self.rows[lo:hi]
+        return self.rows[pos - self.start]
+
+
 def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="cpu", score_scale=1.0,
-                    spare=2, release=False):
+                    spare=2, release=False, trim=False):
     """A compress call for requests with the given prefix and extend lengths.
 
     Every request gets a random history of raw rows for positions 0..prefix+extend-1
     (extra["history"][b]); kv_score holds the new part, the state the part a call may read.
     spare: unused state rows or pages in the pool. release: in paged mode only the blocks this call
     reads and the blocks a later call will read have pages; the rest are -1, as an engine that frees
-    (or never allocates) them would leave them."""
+    (or never allocates) them would leave them. trim: draw rows only from 2*ratio positions before each
+    prefix (what any call can read; paged mode then implies release), so long contexts fit."""
     gen = generator(seed)
     width = contract.ROW_WIDTH_FACTOR[ratio] * d
     batch = len(prefix_lens)
     history = []
+    release = release or (trim and mode == "paged")
     for p, e in zip(prefix_lens, extend_lens):
-        rows = randn(gen, p + e, width)
+        start = max(0, p - 2 * ratio) if trim else 0
+        rows = randn(gen, p + e - start, width)
         rows[:, width // 2:] *= score_scale  # the score half of the row
-        history.append(rows)
+        history.append(TrimmedRows(start, rows) if start else rows)
     ape = randn(gen, *contract.APE_SHAPE[ratio](d), scale=0.5)
     kv_score = torch.cat([h[p:] for h, p in zip(history, prefix_lens)]) if batch else torch.zeros(0, width)
     kwargs = dict(ratio=ratio, prefix_lens=torch.tensor(prefix_lens, dtype=torch.int32),
@@ -163,8 +184,9 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
     if mode == "paged":
         blocks = [contract.cdiv(p + e, ratio) for p, e in zip(prefix_lens, extend_lens)]
         released = [_unneeded_blocks(ratio, p, e) for p, e in zip(prefix_lens, extend_lens)] if release else None
-        table = random_page_table(blocks, sum(blocks) + spare, gen, released=released)
-        state = paged_state(history, prefix_lens, ratio, width, table, sum(blocks) + spare)
+        pool = sum(blocks) - sum(len(r) for r in released or []) + spare
+        table = random_page_table(blocks, pool, gen, released=released)
+        state = paged_state(history, prefix_lens, ratio, width, table, pool)
         kwargs["page_table"] = table
     else:
         rows = torch.randperm(batch + spare, generator=gen)[:batch].int()
@@ -222,7 +244,7 @@ def paged_state(history, prefix_lens, ratio, width, page_table, num_pages):
     everything else is NaN."""
     state = torch.full((num_pages, ratio, width), POISON)
     for b, p in enumerate(prefix_lens):
-        pos = torch.arange(p)
+        pos = torch.arange(getattr(history[b], "start", 0), p)
         pages = page_table[b].long()[pos // ratio]
         keep = pages >= 0
         state[pages[keep], pos[keep] % ratio] = history[b][pos[keep]]

@@ -52,7 +52,7 @@ def _attention_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, K, H, 
         denom = tl.where(l > 0, l, 1.0)
     out = acc / denom[:, None]
     tl.store(out_ptr + q_rows[:, None] + cols[None, :], out.to(tl.bfloat16), mask=hmask[:, None])
-    lse = tl.where(l > 0, m_safe + tl.log(l), float("-inf"))
+    lse = tl.where(l > 0, m_safe + tl.log(tl.where(l > 0, l, 1.0)), float("-inf"))
     tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
 
 

@@ -1,0 +1,23 @@
+"""Plain-PyTorch `sparse_attention` (SPEC 4): gather, fp32 einsum, softmax with the sink as an extra
+column that only enlarges the denominator."""
+
+import torch
+
+from harness import contract
+
+
+def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
+    layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
+                                             validate=validate)
+    valid = indices >= 0
+    rows = kv[indices.long().clamp_min(0)].float()  # [B, K, 512]
+    scores = torch.einsum("bhd,bkd->bhk", q.float(), rows) * sm_scale
+    scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    if attn_sink is not None:
+        sink = attn_sink[None, :, None].expand(layout.batch, layout.heads, 1)
+        probs = torch.softmax(torch.cat([scores, sink], -1), dim=-1)[..., :layout.topk]
+    else:
+        probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # empty rows: 0/0
+    out = torch.einsum("bhk,bkd->bhd", probs, rows)
+    return out.bfloat16(), lse
