@@ -70,6 +70,8 @@ def run_op(module, case, x, **options):
     op = functools.partial(getattr(module, case.op), **options)
     if case.op == "compress":
         kv, ape, state = x.args
+        if len(x.extra["steps"]) == 1:  # one call: the inputs as built (nothing rebuilt inside a timed call)
+            return {"out": x.call(op), "state": state}
         kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
         outs = [op(step_kv, ape, state, prefix_lens=p, extend_lens=e, **kw)
                 for step_kv, p, e in I.compress_steps(x, x.extra["steps"])]

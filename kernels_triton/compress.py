@@ -17,9 +17,6 @@ import triton.language as tl
 from harness import contract
 from kernels_triton._common import exclusive_cumsum
 
-NEG_INF = float("-inf")
-
-
 # Memory layout: kv_score [T, E] row-major, E = 4d ([kv_ov|kv_cur|sc_ov|sc_cur]) or 2d ([kv|sc]);
 # ring state [S, W, E]; paged state [P, r, E]; ape [4, 2d] or [128, d]; out [N, d].
 @triton.jit
@@ -63,7 +60,7 @@ def _pool_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, entry_req_ptr, entry_j_ptr
     sc = tl.load(kv_ptr + new_row[:, None] + (sc_col[:, None] + c[None, :]), mask=m2_new, other=0.0) \
         + tl.load(state_ptr + old_row[:, None] + (sc_col[:, None] + c[None, :]), mask=m2_old, other=0.0)
     bias = tl.load(ape_ptr + ape_off[:, None] + c[None, :], mask=cmask[None, :], other=0.0)
-    logits = tl.where(valid[:, None], sc + bias, NEG_INF)
+    logits = tl.where(valid[:, None], sc + bias, float("-inf"))
     m = tl.max(logits, axis=0)
     w = tl.exp(logits - m[None, :])
     val = tl.where(valid[:, None], val, 0.0)
@@ -116,7 +113,7 @@ def _online_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_p
     y = tl.load(kv_ptr + rows[:, None] + c[None, :], mask=m2, other=0.0)
     x = tl.load(kv_ptr + rows[:, None] + d + c[None, :], mask=m2, other=0.0) \
         + tl.load(ape_ptr + i[:, None] * d + c[None, :], mask=cmask[None, :], other=0.0)
-    x = tl.where(live[:, None], x, NEG_INF)
+    x = tl.where(live[:, None], x, float("-inf"))
     m = tl.max(x, axis=0)
     w = tl.exp(x - m[None, :])
     s = tl.sum(w, axis=0)

@@ -56,6 +56,17 @@ def _attention_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, K, H, 
     tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
 
 
+# Heads per program, indices per step, warps and pipeline depth, by head count; best of a sweep on
+# the H200 (docs/perf-notes.md). CONFIG overrides them (kernels_triton.tune sets it).
+def _config(heads):
+    if heads <= 64:
+        return {"block_h": 16, "block_k": 64, "num_warps": 4, "num_stages": 2}
+    return {"block_h": 64, "block_k": 64, "num_warps": 8, "num_stages": 2}
+
+
+CONFIG = {}
+
+
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
@@ -63,9 +74,10 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
     if layout.batch == 0:
         return out, lse
-    block_h = 16
-    grid = (layout.batch, triton.cdiv(layout.heads, block_h))
+    cfg = {**_config(layout.heads), **CONFIG}
+    grid = (layout.batch, triton.cdiv(layout.heads, cfg["block_h"]))
     _attention_kernel[grid](q, kv, indices, attn_sink if attn_sink is not None else lse, out, lse, layout.topk,
-                            layout.heads, float(sm_scale), HAS_SINK=attn_sink is not None, BLOCK_H=block_h,
-                            BLOCK_K=32, D=contract.ATTN_DIM, F32_DOT=INTERPRET)
+                            layout.heads, float(sm_scale), HAS_SINK=attn_sink is not None, BLOCK_H=cfg["block_h"],
+                            BLOCK_K=cfg["block_k"], D=contract.ATTN_DIM, F32_DOT=INTERPRET,
+                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     return out, lse

@@ -44,7 +44,7 @@ def _topk_kernel(logits_ptr, columns, seq_ptr, table_ptr, table_stride, out_ptr,
         prefix_mask = tl.full([], 0, tl.uint32)
         remaining = tl.full([], K, tl.int32)
         for step in tl.static_range(4):
-            shift: tl.constexpr = 24 - 8 * step
+            shift = 24 - 8 * step
             hist = tl.zeros([256], tl.int32)
             for off in range(0, n, BLOCK):
                 idx = off + tl.arange(0, BLOCK)
@@ -79,10 +79,14 @@ def _topk_kernel(logits_ptr, columns, seq_ptr, table_ptr, table_stride, out_ptr,
             taken_equal += tl.sum(equal.to(tl.int32))
 
 
+# Columns per step and warps per program (docs/perf-notes.md has the H200 sweep).
+CONFIG = {"block": 2048, "num_warps": 8}
+
+
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
         _topk_kernel[(layout.batch,)](logits, layout.columns, seq_lens, page_table, page_table.stride(0), out,
-                                      page_size, K=k, BLOCK=1024)
+                                      page_size, K=k, BLOCK=CONFIG["block"], num_warps=CONFIG["num_warps"])
     return out
