@@ -1,11 +1,6 @@
-"""What the Triton kernels share: the interpreter switch and the request plans built on the device."""
+"""What the Triton kernels share: whether they run in Triton's interpreter."""
 
 import os
 
-import torch
-
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
-
-def exclusive_cumsum(x):
-    return torch.cumsum(x, 0) - x

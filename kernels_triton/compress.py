@@ -10,12 +10,12 @@ go to a scratch buffer and are copied in afterwards (the first and last segment 
 different programs).
 """
 
+import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from harness import contract
-from kernels_triton._common import exclusive_cumsum
 
 # Memory layout: kv_score [T, E] row-major, E = 4d ([kv_ov|kv_cur|sc_ov|sc_cur]) or 2d ([kv|sc]);
 # ring state [S, W, E]; paged state [P, r, E]; ape [4, 2d] or [128, d]; out [N, d].
@@ -141,37 +141,53 @@ def _block_d(d):
     return min(64, triton.next_power_of_2(d))
 
 
+def _plan(prefix_lens, extend_lens, ratio, device):
+    """Per-call metadata, computed on the host from one copy of the lengths (the output size
+    depends on them anyway) and sent back in one transfer: int32 arrays by name."""
+    prefix, extend = torch.stack([prefix_lens, extend_lens]).cpu().numpy().astype(np.int64)
+    batch = len(prefix)
+    end, kv_start = prefix + extend, np.cumsum(extend) - extend
+    first = prefix // ratio
+    emitted = end // ratio - first
+    out_start = np.cumsum(emitted) - emitted
+    entry_req = np.repeat(np.arange(batch), emitted)
+    entry_j = first[entry_req] + np.arange(len(entry_req)) - out_start[entry_req]
+    segments = np.where(extend > 0, (end - 1) // ratio - first + 1, 0)
+    seg_req = np.repeat(np.arange(batch), segments)
+    local = np.arange(len(seg_req)) - (np.cumsum(segments) - segments)[seg_req]
+    arrays = {"kv_start": kv_start, "entry_req": entry_req, "entry_j": entry_j, "seg_req": seg_req,
+              "seg_block": first[seg_req] + local,
+              "seg_out": np.where(local < emitted[seg_req], out_start[seg_req] + local, -1),
+              "seg_last": (local == segments[seg_req] - 1), "row_req": np.repeat(np.arange(batch), extend),
+              "has_extend": extend > 0}
+    flat = torch.from_numpy(np.concatenate([a.astype(np.int32) for a in arrays.values()])).to(device)
+    plan, offset = {}, 0
+    for name, a in arrays.items():
+        plan[name] = flat[offset:offset + len(a)]
+        offset += len(a)
+    return plan
+
+
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
              validate=True):
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
     d, batch, device = layout.d, layout.batch, kv_score.device
-    prefix, extend = prefix_lens.long(), extend_lens.long()
-    end = prefix + extend
-    kv_start = exclusive_cumsum(extend)
-    emitted = end // ratio - prefix // ratio  # entries per request
-    first_block = prefix // ratio
-    segments = torch.where(extend > 0, (end - 1) // ratio - first_block + 1, torch.zeros_like(extend))
-    n_out, n_seg = (int(v) for v in torch.stack([emitted.sum(), segments.sum()]).tolist()) if batch else (0, 0)
+    plan = _plan(prefix_lens, extend_lens, ratio, device)
+    n_out, n_seg = len(plan["entry_req"]), len(plan["seg_req"])
     out = torch.empty((n_out, d), dtype=torch.float32, device=device)
     block_d = _block_d(d)
-    reqs = torch.arange(batch, device=device)
-    i32 = torch.int32
 
     if mode == "online":
         if n_seg == 0:
             return out
-        seg_req = torch.repeat_interleave(reqs, segments, output_size=n_seg)
-        local = torch.arange(n_seg, device=device) - exclusive_cumsum(segments)[seg_req]
-        seg_out = torch.where(local < emitted[seg_req], exclusive_cumsum(emitted)[seg_req] + local, -1)
         new_state = torch.empty((batch, 3, d), dtype=torch.float32, device=device)
         _online_kernel[(n_seg, triton.cdiv(d, block_d))](
-            kv_score, state, new_state, ape, out, seg_req.to(i32), (first_block[seg_req] + local).to(i32),
-            seg_out.to(i32), (local == segments[seg_req] - 1).to(i32), prefix_lens, extend_lens,
-            kv_start.to(i32), state_rows, d, BLOCK_D=block_d)
+            kv_score, state, new_state, ape, out, plan["seg_req"], plan["seg_block"], plan["seg_out"],
+            plan["seg_last"], prefix_lens, extend_lens, plan["kv_start"], state_rows, d, BLOCK_D=block_d)
         rows = state_rows.long()
-        state[rows] = torch.where((extend > 0)[:, None, None], new_state, state[rows])
+        state[rows] = torch.where(plan["has_extend"].bool()[:, None, None], new_state, state[rows])
         return out
 
     paged = mode == "paged"
@@ -180,16 +196,13 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     stride = page_table.stride(0) if paged else 0
     ring = contract.RING_WIDTH[ratio]
     if n_out:
-        entry_req = torch.repeat_interleave(reqs, emitted, output_size=n_out)
-        entry_j = first_block[entry_req] + torch.arange(n_out, device=device) - exclusive_cumsum(emitted)[entry_req]
         _pool_kernel[(n_out, triton.cdiv(d, block_d))](
-            kv_score, state, ape, out, entry_req.to(i32), entry_j.to(i32), prefix_lens, kv_start.to(i32), rows_arg,
+            kv_score, state, ape, out, plan["entry_req"], plan["entry_j"], prefix_lens, plan["kv_start"], rows_arg,
             table, stride, d, layout.width, RATIO=ratio, TERMS=8 if ratio == 4 else 128, PAGED=paged, RING=ring,
             BLOCK_D=block_d)
-    total = kv_score.shape[0]
-    if total:
-        row_req = torch.repeat_interleave(reqs, extend, output_size=total)
-        _store_kernel[(total,)](kv_score, state, row_req.to(i32), prefix_lens, extend_lens, kv_start.to(i32),
-                                rows_arg, table, stride, layout.width, RATIO=ratio, PAGED=paged, RING=ring,
-                                BLOCK_E=min(1024, triton.next_power_of_2(layout.width)))
+    if kv_score.shape[0]:
+        _store_kernel[(kv_score.shape[0],)](kv_score, state, plan["row_req"], prefix_lens, extend_lens,
+                                            plan["kv_start"], rows_arg, table, stride, layout.width, RATIO=ratio,
+                                            PAGED=paged, RING=ring,
+                                            BLOCK_E=min(1024, triton.next_power_of_2(layout.width)))
     return out

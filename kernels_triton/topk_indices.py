@@ -80,7 +80,7 @@ def _topk_kernel(logits_ptr, columns, seq_ptr, table_ptr, table_stride, out_ptr,
 
 
 # Columns per step and warps per program (docs/perf-notes.md has the H200 sweep).
-CONFIG = {"block": 2048, "num_warps": 8}
+CONFIG = {"block": 8192, "num_warps": 16}
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
