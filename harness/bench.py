@@ -9,6 +9,7 @@ On the CPU the timer falls back to wall-clock and says so.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -126,8 +127,8 @@ def environment(device):
                                            check=True).stdout.strip()
         env["git_dirty"] = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True,
                                                text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        env["git_commit"] = None
+    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without git (the device tool's)
+        env["git_commit"] = os.environ.get("HARNESS_GIT_COMMIT")
     return env
 
 

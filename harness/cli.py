@@ -158,7 +158,7 @@ def check_command(args):
         print(tabulate(rows, headers=headers, tablefmt="github"))
 
     if len(loaded) > 1:
-        _agreement(loaded, chosen, results)
+        _agreement(loaded, results)
 
     if failures:
         print(f"\n{len(failures)} failing (backend, case) pairs:")
@@ -170,7 +170,7 @@ def check_command(args):
     return 1 if failures else 0
 
 
-def _agreement(loaded, chosen, results):
+def _agreement(loaded, results):
     """Backend x backend: on how many cases their outputs agree within the op's bounds."""
     rows = []
     for a in loaded:
@@ -178,9 +178,9 @@ def _agreement(loaded, chosen, results):
         for b in loaded:
             both = [(ra, rb) for ra, rb in zip(results[a.name], results[b.name]) if ra.outputs and rb.outputs]
             n = sum(K.agree(ra.case, ra.outputs["inputs"], ra.outputs["got"], rb.outputs["got"]) for ra, rb in both)
-            row.append(f"{n}/{len(chosen)}")
+            row.append(f"{n}/{len(both)}")
         rows.append(row)
-    print("\nagreement (cases where the two backends agree within the SPEC bounds)")
+    print("\nagreement (cases with outputs where the two backends agree within the SPEC bounds)")
     print(tabulate(rows, headers=[""] + [b.name for b in loaded], tablefmt="github"))
 
 

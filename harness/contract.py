@@ -94,6 +94,17 @@ def _range(name, values, lo, hi, what="value", row=None):
             raise InputError(name, f"{name}{where} = {v}, expected {lo} <= {what} <= {hi}")
 
 
+def _queries(name, q, dtype, dim):
+    """A [B, H, dim] query tensor with at least one head; returns (B, H)."""
+    _tensor(name, q, dtype, 3)
+    batch, heads, got = q.shape
+    if got != dim:
+        raise InputError(name, f"expected head dim {dim}, got shape {tuple(q.shape)}")
+    if heads == 0:
+        raise InputError(name, "expected at least one head")
+    return batch, heads
+
+
 def cdiv(a, b):
     return -(-a // b)
 
@@ -240,13 +251,8 @@ class IndexerLayout:
 
 def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_context_len,
                          validate=True) -> IndexerLayout:
-    _tensor("q_fp8", q_fp8, torch.float8_e4m3fn, 3)
+    batch, heads = _queries("q_fp8", q_fp8, torch.float8_e4m3fn, INDEXER_DIM)
     device = q_fp8.device
-    batch, heads, dim = q_fp8.shape
-    if dim != INDEXER_DIM:
-        raise InputError("q_fp8", f"expected head dim {INDEXER_DIM}, got shape {tuple(q_fp8.shape)}")
-    if heads == 0:
-        raise InputError("q_fp8", "expected at least one head")
     _tensor("weights", weights, torch.float32, 2, device)
     _shape("weights", weights, (batch, heads))
     _tensor("kv_cache", kv_cache, torch.uint8, 2, device)
@@ -332,13 +338,8 @@ class AttentionLayout:
 
 
 def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True) -> AttentionLayout:
-    _tensor("q", q, torch.bfloat16, 3)
+    batch, heads = _queries("q", q, torch.bfloat16, ATTN_DIM)
     device = q.device
-    batch, heads, dim = q.shape
-    if dim != ATTN_DIM:
-        raise InputError("q", f"expected head dim {ATTN_DIM}, got shape {tuple(q.shape)}")
-    if heads == 0:
-        raise InputError("q", "expected at least one head")
     _tensor("kv", kv, torch.bfloat16, 2, device)
     if kv.shape[1] != ATTN_DIM:
         raise InputError("kv", f"expected [N, {ATTN_DIM}], got {tuple(kv.shape)}")

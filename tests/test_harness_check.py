@@ -150,3 +150,20 @@ def test_compress_state_check_fixes_only_what_the_spec_fixes():
     touched["state"][unnamed, 0, 0] = 0.0  # a page the table does not name
     report = K.compare_outputs(case, x, touched, ref)
     assert not report.ok and f"state[{unnamed}, 0, 0]" in report.message
+
+
+def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
+    import json
+    out = tmp_path / "bench.json"
+    r = _cli("bench", "--backend", "torch", "--backend", "tests.known_wrong.lse_base2", "--device", "cpu",
+             "--cases", "quick", "--ops", "sparse_attention", "--reps", "2", "--out", str(out))
+    assert r.returncode == 1, r.stdout  # the wrong backend's verdicts fail the run
+    assert "wall clock" in r.stdout and "vs torch" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == 0 and doc["environment"]["device"] == "cpu"
+    records = doc["records"]
+    assert {r["backend"] for r in records} == {"torch", "tests.known_wrong.lse_base2"}
+    for rec in records:
+        assert rec["timing"]["clock"] == "wall" and rec["timing"]["median_us"] > 0 and rec["bytes"] > 0
+    assert any(rec["verdict"] == "fail" for rec in records if rec["backend"] != "torch")
+    assert all(rec["verdict"] == "pass" for rec in records if rec["backend"] == "torch")
