@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 OPS = ("compress", "indexer_logits", "topk_indices", "sparse_attention")
@@ -127,6 +128,41 @@ def compress_state_reads(ratio, prefix_len, extend_len):
     j = emitted[0]
     window_start = ratio * j - 4 if ratio == 4 else ratio * j  # C4 also reads block j-1 (overlap)
     return range(max(0, window_start), prefix_len)
+
+
+def compress_plan(prefix_lens, extend_lens, ratio):
+    """The per-call work list kernels launch over, from one host copy of the lengths (the output
+    size depends on them anyway), as numpy int64 arrays by name:
+    kv_start[b] (first kv_score row of request b); entry_req / entry_j (request and j of each output
+    row, in output order); seg_req / seg_block / seg_out / seg_last (each ratio-block an extend
+    touches: its request, block number, output row or -1, whether it is the request's last);
+    row_req (the request of each kv_score row); has_extend[b]."""
+    prefix, extend = torch.stack([prefix_lens, extend_lens]).cpu().numpy().astype(np.int64)
+    batch = len(prefix)
+    end, kv_start = prefix + extend, np.cumsum(extend) - extend
+    first = prefix // ratio
+    emitted = end // ratio - first
+    out_start = np.cumsum(emitted) - emitted
+    entry_req = np.repeat(np.arange(batch), emitted)
+    segments = np.where(extend > 0, (end - 1) // ratio - first + 1, 0)
+    seg_req = np.repeat(np.arange(batch), segments)
+    local = np.arange(len(seg_req)) - (np.cumsum(segments) - segments)[seg_req]
+    return {"kv_start": kv_start, "entry_req": entry_req,
+            "entry_j": first[entry_req] + np.arange(len(entry_req)) - out_start[entry_req],
+            "seg_req": seg_req, "seg_block": first[seg_req] + local,
+            "seg_out": np.where(local < emitted[seg_req], out_start[seg_req] + local, -1),
+            "seg_last": local == segments[seg_req] - 1, "row_req": np.repeat(np.arange(batch), extend),
+            "has_extend": extend > 0}
+
+
+def to_device_int32(arrays, device):
+    """numpy arrays by name -> int32 tensors on device, in one transfer."""
+    flat = torch.from_numpy(np.concatenate([np.asarray(a, dtype=np.int32) for a in arrays.values()])).to(device)
+    out, offset = {}, 0
+    for name, a in arrays.items():
+        out[name] = flat[offset:offset + len(a)]
+        offset += len(a)
+    return out
 
 
 def compress_output_rows(ratio, prefix_lens, extend_lens):

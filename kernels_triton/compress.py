@@ -10,7 +10,6 @@ go to a scratch buffer and are copied in afterwards (the first and last segment 
 different programs).
 """
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -141,40 +140,13 @@ def _block_d(d):
     return min(64, triton.next_power_of_2(d))
 
 
-def _plan(prefix_lens, extend_lens, ratio, device):
-    """Per-call metadata, computed on the host from one copy of the lengths (the output size
-    depends on them anyway) and sent back in one transfer: int32 arrays by name."""
-    prefix, extend = torch.stack([prefix_lens, extend_lens]).cpu().numpy().astype(np.int64)
-    batch = len(prefix)
-    end, kv_start = prefix + extend, np.cumsum(extend) - extend
-    first = prefix // ratio
-    emitted = end // ratio - first
-    out_start = np.cumsum(emitted) - emitted
-    entry_req = np.repeat(np.arange(batch), emitted)
-    entry_j = first[entry_req] + np.arange(len(entry_req)) - out_start[entry_req]
-    segments = np.where(extend > 0, (end - 1) // ratio - first + 1, 0)
-    seg_req = np.repeat(np.arange(batch), segments)
-    local = np.arange(len(seg_req)) - (np.cumsum(segments) - segments)[seg_req]
-    arrays = {"kv_start": kv_start, "entry_req": entry_req, "entry_j": entry_j, "seg_req": seg_req,
-              "seg_block": first[seg_req] + local,
-              "seg_out": np.where(local < emitted[seg_req], out_start[seg_req] + local, -1),
-              "seg_last": (local == segments[seg_req] - 1), "row_req": np.repeat(np.arange(batch), extend),
-              "has_extend": extend > 0}
-    flat = torch.from_numpy(np.concatenate([a.astype(np.int32) for a in arrays.values()])).to(device)
-    plan, offset = {}, 0
-    for name, a in arrays.items():
-        plan[name] = flat[offset:offset + len(a)]
-        offset += len(a)
-    return plan
-
-
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
              validate=True):
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
     d, batch, device = layout.d, layout.batch, kv_score.device
-    plan = _plan(prefix_lens, extend_lens, ratio, device)
+    plan = contract.to_device_int32(contract.compress_plan(prefix_lens, extend_lens, ratio), device)
     n_out, n_seg = len(plan["entry_req"]), len(plan["seg_req"])
     out = torch.empty((n_out, d), dtype=torch.float32, device=device)
     block_d = _block_d(d)

@@ -1,0 +1,23 @@
+"""Raw CUDA backend: one .cu source per op, built with NVRTC through CuPy `RawModule` and launched on
+torch tensors (raw device pointers, torch's current stream). `python -m kernels_cuda.build`
+compiles every kernel without a GPU and reports registers, shared memory and spills."""
+
+from kernels_cuda.compress import compress
+from kernels_cuda.indexer_logits import indexer_logits
+from kernels_cuda.sparse_attention import sparse_attention
+from kernels_cuda.topk_indices import topk_indices
+
+__all__ = ["compress", "indexer_logits", "topk_indices", "sparse_attention", "unavailable_reason"]
+
+
+def unavailable_reason(device):
+    import torch
+    if str(device).split(":")[0] != "cuda":
+        return "the CUDA kernels run on CUDA devices only"
+    try:
+        import cupy  # noqa: F401
+    except ImportError as err:
+        return f"CuPy is not installed ({err}); pip install cupy-cuda13x"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return None

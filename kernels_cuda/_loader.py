@@ -1,0 +1,91 @@
+"""Builds the .cu sources with NVRTC through CuPy and launches them on torch tensors.
+
+One place for the compile options; each (source, architecture) compiles once per process (CuPy
+also keeps a disk cache). Kernels get raw device pointers of torch tensors (no copies) and run on
+torch's current stream. The sources need no headers: bf16 and e4m3 conversions are written out.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+SOURCE_DIR = Path(__file__).parent
+OPTIONS = ("--std=c++17",)
+
+# source file -> the template instantiations it exports (NVRTC name expressions)
+KERNELS = {
+    "compress.cu": ["compress_pool<4, 8>", "compress_pool<128, 128>", "compress_store", "compress_online"],
+    "indexer_logits.cu": ["indexer_logits"],
+    "topk_indices.cu": ["topk_indices"],
+    "sparse_attention.cu": ["sparse_attention<true>", "sparse_attention<false>"],
+}
+
+
+# Prepended to every source: NVRTC compiles without the CUDA headers (none on the CI machine).
+PRELUDE = """#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+"""
+
+
+def source(name):
+    return PRELUDE + (SOURCE_DIR / name).read_text()
+
+
+def arch_option(arch):
+    return f"--gpu-architecture={arch}"
+
+
+def compile_cubin(name, arch):
+    """NVRTC, no GPU or driver needed: (cubin bytes, {expression: lowered name}, compiler log).
+    Raises RuntimeError with the log on failure."""
+    from cupy.cuda import nvrtc
+    prog = nvrtc.createProgram(source(name), name, [], [])
+    try:
+        for expr in KERNELS[name]:
+            nvrtc.addNameExpression(prog, expr)
+        try:
+            nvrtc.compileProgram(prog, [*OPTIONS, arch_option(arch), "-Xptxas=-v"])
+        except nvrtc.NVRTCError as err:
+            raise RuntimeError(f"{name} for {arch} failed to compile:\n{nvrtc.getProgramLog(prog)}") from err
+        lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in KERNELS[name]}
+        return nvrtc.getCUBIN(prog), lowered, nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+@functools.lru_cache(maxsize=None)
+def _module(name, device_index):
+    import cupy
+    with cupy.cuda.Device(device_index):
+        return cupy.RawModule(code=source(name), options=OPTIONS, name_expressions=KERNELS[name])
+
+
+def kernel(name, expr, device):
+    return _module(name, device.index if device.index is not None else 0).get_function(expr)
+
+
+def launch(name, expr, grid, block, args, device, shared_mem=0):
+    """Launch on torch's current stream; tensors go as raw pointers, ints as int32 unless wrapped."""
+    import cupy
+    import torch
+    fn = kernel(name, expr, device)
+    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream)
+    with cupy.cuda.Device(device.index if device.index is not None else 0):
+        fn(tuple(grid), tuple(block), tuple(_arg(a) for a in args), shared_mem=shared_mem, stream=stream)
+
+
+def _arg(a):
+    import torch
+    if isinstance(a, torch.Tensor):
+        return np.uint64(a.data_ptr())
+    if isinstance(a, bool):
+        return np.int32(a)
+    if isinstance(a, int):
+        return np.int32(a)
+    if isinstance(a, float):
+        return np.float32(a)
+    return a  # numpy scalars as given (np.int64 for 64-bit counts)
