@@ -31,6 +31,7 @@ class Timing:
     p90_us: float
     samples: int
     clock: str  # "cuda-events" or "wall"
+    stdev_us: float = 0.0
 
 
 @dataclass
@@ -47,33 +48,96 @@ class Record:
     tflops: float = 0.0
     pct_copy: float = 0.0
     speedup_vs_torch: float | None = None
+    floor_us: float | None = None  # the datasheet roofline floor
+    pct_datasheet: float | None = None  # floor / time
     extra: dict = field(default_factory=dict)
 
 
-def time_call(fn, device, warmup=5, reps=30):
-    """Median and spread of `reps` calls after `warmup` calls."""
+def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budget_s=2.0, flush=None,
+              label=None):
+    """Median and spread of calls after `warmup` calls: at least min_reps samples, then until the
+    standard error of the mean is under rel_sem of the mean, `reps` samples or budget_s seconds.
+    flush: a buffer written before each sample (outside the timed region) to evict the L2.
+    label: an NVTX range around each timed call (Nsight filters on it)."""
     for _ in range(warmup):
         fn()
+    cuda = torch.device(device).type == "cuda"
     samples = []
-    if torch.device(device).type == "cuda":
+    began = time.perf_counter()
+    if cuda:
         torch.cuda.synchronize()
-        for _ in range(reps):
+    while len(samples) < reps:
+        if flush is not None:
+            flush.zero_()
+        if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fn()
+            with _nvtx(label):
+                fn()
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1e3)
-        clock = "cuda-events"
-    else:
-        for _ in range(reps):
+        else:
             t = time.perf_counter()
             fn()
             samples.append((time.perf_counter() - t) * 1e6)
-        clock = "wall"
-    samples.sort()
-    q = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
-    return Timing(statistics.median(samples), q[0], q[-1], len(samples), clock)
+        if len(samples) >= min_reps:
+            mean = statistics.fmean(samples)
+            sem = statistics.stdev(samples) / len(samples) ** 0.5
+            if sem < rel_sem * mean or time.perf_counter() - began > budget_s:
+                break
+    ordered = sorted(samples)
+    q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
+    return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), "cuda-events" if cuda else "wall",
+                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0)
+
+
+class _nvtx:
+    """An NVTX range (the `nvtx` package's domain if installed, else torch's) or nothing."""
+
+    def __init__(self, label):
+        self.label = label
+
+    def __enter__(self):
+        if self.label:
+            try:
+                import nvtx
+                self.range = nvtx.start_range(self.label, domain="dsv4-harness")
+            except ImportError:
+                torch.cuda.nvtx.range_push(self.label)
+                self.range = None
+
+    def __exit__(self, *exc):
+        if self.label:
+            if self.range is not None:
+                import nvtx
+                nvtx.end_range(self.range)
+            else:
+                torch.cuda.nvtx.range_pop()
+
+
+def l2_flush_buffer(device):
+    """A buffer of twice the device's L2, or None off CUDA."""
+    if torch.device(device).type != "cuda":
+        return None
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
+    return torch.empty(2 * l2, dtype=torch.uint8, device=device)
+
+
+def telemetry(device):
+    """SM clock (MHz), its maximum, temperature (C) and power (W) through NVML, or {}."""
+    if torch.device(device).type != "cuda":
+        return {}
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
+        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+                "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000}
+    except Exception:  # no NVML on this machine: telemetry is optional
+        return {}
 
 
 def copy_bandwidth(device):
@@ -90,25 +154,63 @@ def _call(module, case, x):
     return lambda: K.run_op(module, case, x, validate=False)
 
 
-def bench_case(backend, case, device, copy_gbps, prepared, reps=30):
-    """prepared: (inputs, reference outputs) from check.prepare, shared by every backend."""
+def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None):
+    """prepared: (inputs, reference outputs) from check.prepare, shared by every backend.
+    peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device)."""
     record = Record(case.op, case.name, backend.name, "pass")
     x = prepared[0].clone()
     checked = K.check_case(backend, case, device, prepared=prepared)  # works on its own copies
     record.verdict, record.message = checked.status, checked.message
     work = roofline.work(case.op, x)
     record.bytes, record.flops = work.bytes, work.flops
+    before = telemetry(device)
     try:
-        record.timing = time_call(_call(backend.module, case, x), device, reps=reps)
+        record.timing = time_call(_call(backend.module, case, x), device, reps=reps, flush=flush,
+                                  label=f"{case.op}/{case.name}/{backend.name}")
     except Exception as err:  # a backend that cannot run this case still leaves the others
         record.verdict, record.message = "error", f"timing failed: {type(err).__name__}: {err}"
         return record
+    after = telemetry(device)
+    if before:
+        record.extra["telemetry"] = {"before": before, "after": after}
+        record.extra["throttled"] = min(before["sm_clock_mhz"], after["sm_clock_mhz"]) < 0.9 * before[
+            "sm_clock_max_mhz"]
     seconds = record.timing.median_us * 1e-6
     record.gbps = work.bytes / seconds / 1e9
     record.tflops = work.flops / seconds / 1e12
     if copy_gbps:
         record.pct_copy = 100 * record.gbps / copy_gbps
+    if peaks is not None:
+        record.floor_us = roofline.floor_us(work, peaks)
+        record.pct_datasheet = 100 * record.floor_us / record.timing.median_us
+        if record.timing.median_us < 0.95 * record.floor_us:  # faster than the hardware can be
+            record.verdict = "error"
+            record.message = (f"{record.timing.median_us:.1f} us is under the roofline floor {record.floor_us:.1f} us "
+                              f"({peaks.name} datasheet): the timer or the byte model is wrong")
     return record
+
+
+def calibrate(device):
+    """Measured ceilings: device copy bandwidth (read + write), a bf16 8192^3 matmul and, where the
+    device has it, an fp8 e4m3 scaled matmul. {} off CUDA."""
+    if torch.device(device).type != "cuda":
+        return {}
+    result = {"copy_gbps": copy_bandwidth(device)}
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    bm = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    t = time_call(lambda: a @ bm, device, warmup=3, reps=20)
+    result["bf16_tflops"] = 2 * n ** 3 / (t.median_us * 1e-6) / 1e12
+    try:
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = bm.t().contiguous().to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=device)
+        t = time_call(lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
+                      device, warmup=3, reps=20)
+        result["fp8_tflops"] = 2 * n ** 3 / (t.median_us * 1e-6) / 1e12
+    except (RuntimeError, AttributeError) as err:  # no fp8 matmul on this device or build
+        result["fp8_error"] = str(err)[:200]
+    return result
 
 
 def environment(device):
@@ -132,8 +234,11 @@ def environment(device):
     return env
 
 
-def write_json(path, device, copy_gbps, records):
-    doc = {"schema": 0, "environment": environment(device), "calibration": {"copy_gbps": copy_gbps},
-           "records": [asdict(r) for r in records]}
+SCHEMA = 1
+
+
+def write_json(path, device, calibration, records, peaks=None):
+    doc = {"schema": SCHEMA, "environment": environment(device), "calibration": calibration,
+           "datasheet": asdict(peaks) if peaks else None, "records": [asdict(r) for r in records]}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -11,6 +11,7 @@ from tabulate import tabulate
 from harness import backends
 from harness import cases as C
 from harness import check as K
+from harness import roofline
 from harness.contract import OPS
 
 
@@ -40,8 +41,69 @@ def main(argv=None):
     b.add_argument("--ops", nargs="+", choices=OPS, metavar="OP")
     b.add_argument("--reps", type=int, default=30, help="timed calls per (case, backend)")
     b.add_argument("--out", metavar="FILE", help="write the JSON results document here")
+    cal = sub.add_parser("calibrate", help="measure copy bandwidth and bf16 / fp8 matmul rates on the device")
+    cal.add_argument("--device", default="auto")
+    cal.add_argument("--out", metavar="FILE", help="write the measurements as JSON")
+    cmp = sub.add_parser("compare", help="compare bench result files: side by side, or against a baseline")
+    cmp.add_argument("files", nargs="+", metavar="FILE")
+    cmp.add_argument("--baseline", metavar="FILE", help="judge every FILE against this run (same GPU)")
+    cmp.add_argument("--gate", type=float, default=0.05, help="relative slowdown that fails (default 0.05)")
     args = parser.parse_args(argv)
-    return check_command(args) if args.command == "check" else bench_command(args)
+    commands = {"check": check_command, "bench": bench_command, "calibrate": calibrate_command,
+                "compare": compare_command}
+    return commands[args.command](args)
+
+
+def compare_command(args):
+    from harness import results as RS
+    docs = [RS.load(f) for f in args.files]
+    if not args.baseline:
+        rows, headers = RS.side_by_side(docs)
+        print(tabulate(rows, headers=headers, tablefmt="github"))
+        return 0
+    base = RS.load(args.baseline)
+    status = 0
+    for doc in docs:
+        if base["environment"].get("gpu") != doc["environment"].get("gpu"):
+            print(f"warning: {doc['path']} ran on {doc['environment'].get('gpu')}, the baseline on "
+                  f"{base['environment'].get('gpu')}", file=sys.stderr)
+        changes = RS.compare_runs(base, doc, args.gate)
+        print(f"\n{RS.label(doc)} against {RS.label(base)} (gate {args.gate:.0%})")
+        print(tabulate([[*c.key, f"{c.base_us:.1f}", f"{c.new_us:.1f}", f"{c.ratio:.3f}", c.verdict] for c in changes],
+                       headers=["op", "case", "backend", "base us", "new us", "new/base", "verdict"],
+                       tablefmt="github"))
+        slower = [c for c in changes if c.verdict == "slower"]
+        if slower:
+            status = 1
+            print(f"{len(slower)} slower past the gate: " + ", ".join("/".join(c.key) for c in slower))
+    return status
+
+
+def calibrate_command(args):
+    import json
+
+    from harness import bench as BN
+    device = _device(args.device)
+    measured = BN.calibrate(device)
+    if not measured:
+        print(f"calibrate: nothing to measure on {device} (needs a CUDA device)")
+        return 0
+    import torch
+    props = torch.cuda.get_device_properties(device)
+    peaks = roofline.device_peaks(props.name, props.multi_processor_count, props.total_memory)
+    rows = [["copy bandwidth (GB/s, read + write)", f"{measured['copy_gbps']:.0f}", peaks and peaks.hbm_gbps],
+            ["bf16 matmul 8192^3 (TFLOP/s)", f"{measured['bf16_tflops']:.0f}", peaks and peaks.bf16_tflops]]
+    if "fp8_tflops" in measured:
+        rows.append(["fp8 scaled matmul 8192^3 (TFLOP/s)", f"{measured['fp8_tflops']:.0f}",
+                     peaks and peaks.fp8_tflops])
+    print(f"calibrate: {props.name}, {props.multi_processor_count} SMs; datasheet entry "
+          f"{peaks.name if peaks else 'none'}")
+    print(tabulate(rows, headers=["ceiling", "measured", "datasheet"], tablefmt="github"))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"environment": BN.environment(device), "measured": measured,
+                       "datasheet": peaks.__dict__ if peaks else None}, f, indent=1)
+    return 0
 
 
 def _device(arg):
@@ -210,6 +272,11 @@ def bench_command(args):
                   if why is None and n != "reference"]
     chosen = _bench_cases(args.cases, args.ops)
     copy = BN.copy_bandwidth(device)
+    peaks, flush = None, BN.l2_flush_buffer(device)
+    if device != "cpu":
+        import torch
+        props = torch.cuda.get_device_properties(device)
+        peaks = roofline.device_peaks(props.name, props.multi_processor_count, props.total_memory)
     clock = "CUDA events" if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)"
     print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
@@ -218,7 +285,7 @@ def bench_command(args):
     for case in chosen:
         prepared = K.prepare(case, device)
         for backend in loaded:
-            r = BN.bench_case(backend, case, device, copy, prepared, reps=args.reps)
+            r = BN.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
             records.append(r)
             t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
             print(f"[{len(records)}/{progress.total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
@@ -229,11 +296,15 @@ def bench_command(args):
             r.speedup_vs_torch = ref.timing.median_us / r.timing.median_us
     rows = [[r.op, r.case, r.backend, r.verdict, f"{r.timing.median_us:.1f}" if r.timing else "-",
              f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-", f"{r.bytes / 1e6:.1f}",
-             f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-", f"{r.tflops:.1f}",
+             f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
+             f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}",
              f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
     print(tabulate(rows, headers=["op", "case", "backend", "check", "median us", "p10-p90", "MB", "GB/s",
-                                  "% copy", "TFLOP/s", "vs torch"], tablefmt="github"))
+                                  "% copy", "% roof", "TFLOP/s", "vs torch"], tablefmt="github"))
+    for r in records:
+        if r.verdict != "pass":
+            print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")
     if args.out:
-        BN.write_json(args.out, device, copy, records)
+        BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks)
         print(f"wrote {args.out}")
     return 1 if any(r.verdict != "pass" for r in records) else 0

@@ -65,3 +65,63 @@ def _attention(x):
     moved = q.numel() * 2 * 2 + valid * dim * 2 + idx.numel() * 4 + batch * heads * 4  # q in, out, rows, lse
     return Work(moved, 4 * heads * dim * valid)  # q.k and p.v
 
+
+
+# ---------------------------------------------------------------------------------------------
+# device peaks: datasheet values (dense, no sparsity), leads to check against `harness calibrate`
+
+
+@dataclass(frozen=True)
+class DevicePeaks:
+    name: str
+    sms: int | None  # to tell apart parts that share a name
+    hbm_gbps: float
+    bf16_tflops: float
+    fp8_tflops: float | None
+    memory_gb: float | None = None
+
+
+DATASHEET = [
+    DevicePeaks("A100-SXM4-40GB", 108, 1555, 312, None, 40),
+    DevicePeaks("A100-SXM4-80GB", 108, 2039, 312, None, 80),
+    DevicePeaks("A100-PCIE-80GB", 108, 1935, 312, None, 80),
+    DevicePeaks("H100-SXM", 132, 3350, 989, 1979, 80),
+    DevicePeaks("H100-PCIe", 114, 2000, 756, 1513, 80),
+    DevicePeaks("H200", 132, 4800, 989, 1979, 141),
+    DevicePeaks("B200", 148, 8000, 2250, 4500, 180),
+    DevicePeaks("GB200", None, 8000, 2500, 5000, 186),
+    DevicePeaks("L40S", 142, 864, 362, 733, 48),
+    DevicePeaks("RTX 4090", 128, 1008, 165, 330, 24),
+    DevicePeaks("RTX 5090", 170, 1792, 209, 419, 32),
+]
+
+
+def _norm(s):
+    return "".join(ch for ch in s.lower() if ch.isalnum())
+
+
+def device_peaks(name, sms=None, memory_bytes=None):
+    """The datasheet entry for a device name as torch reports it ('NVIDIA H100 80GB HBM3'), told
+    apart by SM count and memory size where several share a name; None if unknown."""
+    n = _norm(name)
+    if "gh200" in n:  # Grace Hopper superchips: not in the table
+        return None
+    family = [p for p in DATASHEET if _norm(p.name.split("-")[0]) in n]
+    if "gb200" in n:
+        family = [p for p in DATASHEET if p.name == "GB200"]
+    elif "b200" in n:
+        family = [p for p in DATASHEET if p.name == "B200"]
+    if len(family) > 1 and sms is not None:
+        family = [p for p in family if p.sms == sms] or family
+    if len(family) > 1 and memory_bytes is not None:
+        gb = memory_bytes / 1e9
+        family = sorted(family, key=lambda p: abs((p.memory_gb or gb) - gb))[:1]
+    if len(family) > 1:
+        pcie = "pcie" in n
+        family = [p for p in family if ("pcie" in _norm(p.name)) == pcie] or family
+    return family[0] if family else None
+
+
+def floor_us(work, peaks):
+    """The roofline floor of a work item on a device: max(bytes / bandwidth, flops / bf16 rate)."""
+    return max(work.bytes / (peaks.hbm_gbps * 1e9), work.flops / (peaks.bf16_tflops * 1e12)) * 1e6

@@ -160,7 +160,7 @@ def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
     assert r.returncode == 1, r.stdout  # the wrong backend's verdicts fail the run
     assert "wall clock" in r.stdout and "vs torch" in r.stdout
     doc = json.loads(out.read_text())
-    assert doc["schema"] == 0 and doc["environment"]["device"] == "cpu"
+    assert doc["schema"] == 1 and doc["environment"]["device"] == "cpu" and doc["datasheet"] is None
     records = doc["records"]
     assert {r["backend"] for r in records} == {"torch", "tests.known_wrong.lse_base2"}
     for rec in records:
