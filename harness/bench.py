@@ -32,6 +32,7 @@ class Timing:
     samples: int
     clock: str  # "cuda-events" or "wall"
     stdev_us: float = 0.0
+    samples_us: list = field(default_factory=list)
 
 
 @dataclass
@@ -89,7 +90,7 @@ def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budge
     ordered = sorted(samples)
     q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
     return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), "cuda-events" if cuda else "wall",
-                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0)
+                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples)
 
 
 class _nvtx:
@@ -240,5 +241,30 @@ SCHEMA = 1
 def write_json(path, device, calibration, records, peaks=None):
     doc = {"schema": SCHEMA, "environment": environment(device), "calibration": calibration,
            "datasheet": asdict(peaks) if peaks else None, "records": [asdict(r) for r in records]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def write_pytest_benchmark(path, device, records):
+    """The same records in pytest-benchmark's JSON layout (seconds), for its compare tooling."""
+    env = environment(device)
+    benchmarks = []
+    for r in records:
+        if not r.timing:
+            continue
+        s = sorted(x * 1e-6 for x in r.timing.samples_us) or [r.timing.median_us * 1e-6]
+        q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0]] * 3
+        mean = statistics.fmean(s)
+        benchmarks.append({
+            "group": r.op, "name": f"{r.case}[{r.backend}]", "fullname": f"{r.op}/{r.case}[{r.backend}]",
+            "params": {"backend": r.backend, "case": r.case}, "param": r.backend,
+            "extra_info": {"bytes": r.bytes, "flops": r.flops, "gbps": r.gbps, "verdict": r.verdict},
+            "stats": {"min": s[0], "max": s[-1], "mean": mean, "stddev": statistics.stdev(s) if len(s) > 1 else 0.0,
+                      "rounds": len(s), "median": statistics.median(s), "iqr": q[2] - q[0], "q1": q[0], "q3": q[2],
+                      "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": s[0], "hd15iqr": s[-1],
+                      "ops": 1 / mean if mean else 0.0, "total": sum(s), "iterations": 1}})
+    doc = {"machine_info": {"node": platform.node(), "python_version": env["python"], "gpu": env.get("gpu")},
+           "commit_info": {"id": env.get("git_commit"), "dirty": env.get("git_dirty")},
+           "benchmarks": benchmarks, "datetime": time.strftime("%Y-%m-%dT%H:%M:%S"), "version": "5.2.3"}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

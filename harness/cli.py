@@ -41,6 +41,7 @@ def main(argv=None):
     b.add_argument("--ops", nargs="+", choices=OPS, metavar="OP")
     b.add_argument("--reps", type=int, default=30, help="timed calls per (case, backend)")
     b.add_argument("--out", metavar="FILE", help="write the JSON results document here")
+    b.add_argument("--pytest-benchmark", metavar="FILE", help="also write pytest-benchmark's JSON layout here")
     cal = sub.add_parser("calibrate", help="measure copy bandwidth and bf16 / fp8 matmul rates on the device")
     cal.add_argument("--device", default="auto")
     cal.add_argument("--out", metavar="FILE", help="write the measurements as JSON")
@@ -48,9 +49,12 @@ def main(argv=None):
     cmp.add_argument("files", nargs="+", metavar="FILE")
     cmp.add_argument("--baseline", metavar="FILE", help="judge every FILE against this run (same GPU)")
     cmp.add_argument("--gate", type=float, default=0.05, help="relative slowdown that fails (default 0.05)")
+    rep = sub.add_parser("report", help="markdown tables and PNG plots of bench result files")
+    rep.add_argument("files", nargs="+", metavar="FILE")
+    rep.add_argument("--out", default="report", metavar="DIR", help="folder for report.md and the plots")
     args = parser.parse_args(argv)
     commands = {"check": check_command, "bench": bench_command, "calibrate": calibrate_command,
-                "compare": compare_command}
+                "compare": compare_command, "report": report_command}
     return commands[args.command](args)
 
 
@@ -306,5 +310,14 @@ def bench_command(args):
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")
     if args.out:
         BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks)
+    if args.pytest_benchmark:
+        BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
         print(f"wrote {args.out}")
     return 1 if any(r.verdict != "pass" for r in records) else 0
+
+
+def report_command(args):
+    from harness import report
+    for path in report.write(args.files, args.out):
+        print(f"wrote {path}")
+    return 0

@@ -64,8 +64,13 @@ def _module(name, device_index):
         return cupy.RawModule(code=source(name), options=OPTIONS, name_expressions=KERNELS[name])
 
 
+def _index(device):
+    import torch
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
 def kernel(name, expr, device):
-    return _module(name, device.index if device.index is not None else 0).get_function(expr)
+    return _module(name, _index(device)).get_function(expr)
 
 
 def launch(name, expr, grid, block, args, device, shared_mem=0):
@@ -74,7 +79,7 @@ def launch(name, expr, grid, block, args, device, shared_mem=0):
     import torch
     fn = kernel(name, expr, device)
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream)
-    with cupy.cuda.Device(device.index if device.index is not None else 0):
+    with cupy.cuda.Device(_index(device)):
         fn(tuple(grid), tuple(block), tuple(_arg(a) for a in args), shared_mem=shared_mem, stream=stream)
 
 

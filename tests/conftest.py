@@ -8,6 +8,10 @@ if not torch.cuda.is_available():  # Triton kernels run in its interpreter; must
 
 
 def pytest_configure(config):
+    # pytest-xdist shards the GPU tests one worker per GPU: worker gwN takes GPU N mod count
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw") and torch.cuda.is_available():
+        torch.cuda.set_device(int(worker[2:]) % torch.cuda.device_count())
     config.addinivalue_line("markers", "gpu: needs a CUDA device; skipped without one")
     config.addinivalue_line("markers", "slow: long-running; deselect with -m 'not slow'")
 

@@ -83,3 +83,32 @@ def test_bench_then_compare_on_the_cpu(tmp_path):
     (tmp_path / "twin.json").write_text(json.dumps(twin))
     c = _cli("compare", "--baseline", str(out), str(tmp_path / "twin.json"))
     assert c.returncode == 0 and "slower" not in c.stdout
+
+
+def test_report_writes_markdown_and_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    base = _doc(tmp_path / "base.json", [("a", 100), ("b", 200)])
+    other = _doc(tmp_path / "other.json", [("a", 90)], gpu="NVIDIA B200", commit="d" * 40)
+    r = _cli("report", str(base), str(other), "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## topk_indices" in md and "NVIDIA B200@ddddddd" in md and "| a " in md
+    for png in ("roof.png",):  # these records do no arithmetic: no roofline scatter
+        data = (tmp_path / "rep" / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+def test_pytest_benchmark_export_is_readable_by_pytest_benchmark(tmp_path):
+    out = tmp_path / "pb.json"
+    r = _cli("bench", "--backend", "torch", "--device", "cpu", "--cases", "quick", "--ops", "indexer_logits",
+             "--reps", "3", "--pytest-benchmark", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["benchmarks"] and {"min", "max", "mean", "median", "stddev", "rounds"} <= set(doc["benchmarks"][0]["stats"])
+    import shutil
+    import subprocess
+    tool = shutil.which("pytest-benchmark")
+    if tool is None:
+        pytest.skip("pytest-benchmark is not installed")
+    shown = subprocess.run([tool, "compare", str(out)], capture_output=True, text=True)
+    assert shown.returncode == 0 and "indexer_logits" in shown.stdout, shown.stderr
