@@ -165,6 +165,29 @@ def to_device_int32(arrays, device):
     return out
 
 
+@dataclass(frozen=True)
+class StateArgs:
+    """How a kernel addresses the ring or paged state: `table` and `rows` are always valid pointers
+    (prefix_lens stands in for the one a mode does not use), `stride` the page table's row stride."""
+    paged: bool
+    table: torch.Tensor
+    rows: torch.Tensor
+    stride: int
+    ring: int
+
+
+def compress_state_args(mode, ratio, prefix_lens, state_rows, page_table):
+    paged = mode == "paged"
+    return StateArgs(paged, page_table if paged else prefix_lens, prefix_lens if paged else state_rows,
+                     page_table.stride(0) if paged else 0, RING_WIDTH[ratio])
+
+
+def commit_online_state(state, state_rows, new_state, has_extend):
+    """Online mode: the requests that had new positions take their new running state."""
+    rows = state_rows.long()
+    state[rows] = torch.where(has_extend.bool()[:, None, None], new_state, state[rows])
+
+
 def compress_output_rows(ratio, prefix_lens, extend_lens):
     """Rows of the output: one per emitted entry, all requests."""
     return sum(len(compress_emitted(ratio, p, e)) for p, e in zip(prefix_lens, extend_lens))

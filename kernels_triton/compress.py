@@ -158,23 +158,18 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         _online_kernel[(n_seg, triton.cdiv(d, block_d))](
             kv_score, state, new_state, ape, out, plan["seg_req"], plan["seg_block"], plan["seg_out"],
             plan["seg_last"], prefix_lens, extend_lens, plan["kv_start"], state_rows, d, BLOCK_D=block_d)
-        rows = state_rows.long()
-        state[rows] = torch.where(plan["has_extend"].bool()[:, None, None], new_state, state[rows])
+        contract.commit_online_state(state, state_rows, new_state, plan["has_extend"])
         return out
 
-    paged = mode == "paged"
-    table = page_table if paged else prefix_lens  # a placeholder pointer when unused
-    rows_arg = prefix_lens if paged else state_rows
-    stride = page_table.stride(0) if paged else 0
-    ring = contract.RING_WIDTH[ratio]
+    sa = contract.compress_state_args(mode, ratio, prefix_lens, state_rows, page_table)
     if n_out:
         _pool_kernel[(n_out, triton.cdiv(d, block_d))](
-            kv_score, state, ape, out, plan["entry_req"], plan["entry_j"], prefix_lens, plan["kv_start"], rows_arg,
-            table, stride, d, layout.width, RATIO=ratio, TERMS=8 if ratio == 4 else 128, PAGED=paged, RING=ring,
-            BLOCK_D=block_d)
+            kv_score, state, ape, out, plan["entry_req"], plan["entry_j"], prefix_lens, plan["kv_start"], sa.rows,
+            sa.table, sa.stride, d, layout.width, RATIO=ratio, TERMS=8 if ratio == 4 else 128, PAGED=sa.paged,
+            RING=sa.ring, BLOCK_D=block_d)
     if kv_score.shape[0]:
         _store_kernel[(kv_score.shape[0],)](kv_score, state, plan["row_req"], prefix_lens, extend_lens,
-                                            plan["kv_start"], rows_arg, table, stride, layout.width, RATIO=ratio,
-                                            PAGED=paged, RING=ring,
+                                            plan["kv_start"], sa.rows, sa.table, sa.stride, layout.width,
+                                            RATIO=ratio, PAGED=sa.paged, RING=sa.ring,
                                             BLOCK_E=min(1024, triton.next_power_of_2(layout.width)))
     return out
