@@ -9,6 +9,7 @@ before it. Checks that must read device data (lengths, tables, indices) run only
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,8 +73,9 @@ def _shape(name, x, expected):
 
 
 def _int(name, value, minimum=None, choices=None, maximum=INT32_MAX):
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):  # Python or NumPy integers
         raise InputError(name, f"expected an int, got {type(value).__name__}")
+    value = int(value)
     if choices is not None and value not in choices:
         raise InputError(name, f"expected one of {choices}, got {value}")
     if minimum is not None and value < minimum:
@@ -405,7 +407,7 @@ def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate
     _tensor("indices", indices, torch.int32, 2, device)
     if indices.shape[0] != batch:
         raise InputError("indices", f"expected {batch} rows (one per query row), got {indices.shape[0]}")
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) \
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or not math.isfinite(sm_scale) \
             or sm_scale <= 0:
         raise InputError("sm_scale", f"expected a finite float > 0, got {sm_scale!r}")
     if attn_sink is not None:
