@@ -174,6 +174,12 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
         result.seconds = time.perf_counter() - start
         return result
     report = compare_outputs(case, x, got, ref)
+    # outputs are fresh tensors: none may share memory with an input (a view of the state would
+    # change under the caller's feet)
+    inputs_storage = {t.untyped_storage().data_ptr() for t in _tensors(mine) if t.numel()}
+    for name, out in got.items():
+        if name != "state" and out.numel() and out.untyped_storage().data_ptr() in inputs_storage:
+            report.fail(f"{name}: shares memory with an input tensor; SPEC: outputs are freshly allocated")
     # inputs other than the compress state are read-only
     for i, (orig, after) in enumerate(zip(_tensors(x), _tensors(mine))):
         if not (case.op == "compress" and i == 2) and not same_bits(orig, after):

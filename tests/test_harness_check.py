@@ -167,3 +167,17 @@ def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
         assert rec["timing"]["clock"] == "wall" and rec["timing"]["median_us"] > 0 and rec["bytes"] > 0
     assert any(rec["verdict"] == "fail" for rec in records if rec["backend"] != "torch")
     assert all(rec["verdict"] == "pass" for rec in records if rec["backend"] == "torch")
+
+
+def test_an_output_that_is_an_input_view_is_rejected(tmp_path, monkeypatch):
+    (tmp_path / "aliasing_backend.py").write_text(
+        "import references\n"
+        "from references import compress, indexer_logits, topk_indices\n"
+        "def sparse_attention(q, kv, indices, **kw):\n"
+        "    out, lse = references.sparse_attention(q, kv, indices, **kw)\n"
+        "    q.copy_(out)\n"
+        "    return q, lse\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = backends.load("aliasing_backend", "cpu")
+    result = K.check_case(backend, C.find("sparse_attention", "csa-decode-h64"), "cpu")
+    assert not result.ok and "shares memory with an input" in result.message
