@@ -94,7 +94,7 @@ def calibrate_command(args):
         return 0
     import torch
     props = torch.cuda.get_device_properties(device)
-    peaks = roofline.device_peaks(props.name, props.multi_processor_count, props.total_memory)
+    peaks = roofline.peaks_of(device)
     rows = [["copy bandwidth (GB/s, read + write)", f"{measured['copy_gbps']:.0f}", peaks and peaks.hbm_gbps],
             ["bf16 matmul 8192^3 (TFLOP/s)", f"{measured['bf16_tflops']:.0f}", peaks and peaks.bf16_tflops]]
     if "fp8_tflops" in measured:
@@ -127,9 +127,13 @@ def _backends(names, device):
                 print(f"error: {err}", file=sys.stderr)
                 sys.exit(2)
         return loaded
-    found = [backends.load(n, device) for n, why in backends.availability(device=device).items()
-             if why is None and n != "reference"]
-    return found or [backends.load("reference", device)]
+    return _available(device) or [backends.load("reference", device)]
+
+
+def _available(device):
+    """Every registered backend but the reference that can run on the device."""
+    return [backends.load(n, device) for n, why in backends.availability(device=device).items()
+            if why is None and n != "reference"]
 
 
 def _select_cases(args):
@@ -269,22 +273,14 @@ def _bench_cases(spec, ops):
 def bench_command(args):
     from harness import bench as BN
     device = _device(args.device)
-    if args.backend:
-        loaded = _backends(args.backend, device)
-    else:
-        loaded = [backends.load(n, device) for n, why in backends.availability(device=device).items()
-                  if why is None and n != "reference"]
+    loaded = _backends(args.backend, device) if args.backend else _available(device)
     chosen = _bench_cases(args.cases, args.ops)
     copy = BN.copy_bandwidth(device)
-    peaks, flush = None, BN.l2_flush_buffer(device)
-    if device != "cpu":
-        import torch
-        props = torch.cuda.get_device_properties(device)
-        peaks = roofline.device_peaks(props.name, props.multi_processor_count, props.total_memory)
+    peaks, flush = roofline.peaks_of(device), BN.l2_flush_buffer(device)
     clock = "CUDA events" if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)"
     print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
-    progress = Progress(len(chosen) * len(loaded), verbose=True)
+    total = len(chosen) * len(loaded)
     records = []
     for case in chosen:
         prepared = K.prepare(case, device)
@@ -292,7 +288,7 @@ def bench_command(args):
             r = BN.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
             records.append(r)
             t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
-            print(f"[{len(records)}/{progress.total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
+            print(f"[{len(records)}/{total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
     base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
     for r in records:
         ref = base.get((r.op, r.case))

@@ -196,18 +196,14 @@ def topk_indices(got, ref, *, logits, seq_lens, page_table, k, page_size):
         physical = row[:count].long()
         if len(set(physical.tolist())) != count:
             return report.fail(f"indices: row {b} has duplicate entries: {_head(row)}")
-        # invert the mapping through this row's page table
         pages = table[b, :contract.cdiv(n, page_size)]
-        page_pos = {int(p): i for i, p in enumerate(pages.tolist())}
-        logical = []
-        for v in physical.tolist():
-            blk = page_pos.get(v // page_size)
-            if blk is None or blk * page_size + v % page_size >= n:
-                return report.fail(f"indices: row {b} holds {v}, which is no valid column through the page table "
-                                   f"(seq_len {n}, page_size {page_size})")
-            logical.append(blk * page_size + v % page_size)
+        logical = _logical(physical, pages, page_size, n)
+        if None in logical:
+            v = physical.tolist()[logical.index(None)]
+            return report.fail(f"indices: row {b} holds {v}, which is no valid column through the page table "
+                               f"(seq_len {n}, page_size {page_size})")
         got_vals = logits[b, logical].sort().values
-        ref_vals = logits[b, _logical(ref_row[:count], pages, page_size)].sort().values
+        ref_vals = logits[b, _logical(ref_row[:count], pages, page_size, n)].sort().values
         if not torch.equal(got_vals, ref_vals):
             i = int((got_vals != ref_vals).nonzero()[0])
             return report.fail(f"indices: row {b} selects a logit {got_vals[i].item():.6g} where the top-{k} has "
@@ -215,9 +211,16 @@ def topk_indices(got, ref, *, logits, seq_lens, page_table, k, page_size):
     return report
 
 
-def _logical(row, pages, page_size):
+def _logical(row, pages, page_size, n):
+    """Invert the page-table mapping of physical indices: logical columns, None where a value maps
+    to no page of the row's table or to a column at or past n."""
     page_pos = {int(p): i for i, p in enumerate(pages.tolist())}
-    return [page_pos[v // page_size] * page_size + v % page_size for v in row.tolist()]
+    out = []
+    for v in row.tolist():
+        blk = page_pos.get(v // page_size)
+        col = None if blk is None else blk * page_size + v % page_size
+        out.append(col if col is not None and col < n else None)
+    return out
 
 
 def _head(row, n=8):

@@ -48,6 +48,14 @@ def markdown(docs):
     return "\n".join(lines) + "\n"
 
 
+def _save(plt, fig, out_dir, name):
+    fig.tight_layout()
+    path = Path(out_dir) / name
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def plots(docs, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -72,11 +80,7 @@ def plots(docs, out_dir):
     ax.set_xticklabels([f"{op}\n{case}" for op, case in labels], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("% of datasheet roofline" if use_roof else "% of measured copy bandwidth")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(out_dir) / "roof.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, out_dir, "roof.png"))
 
     if not any(r["intensity"] > 0 for r in rows):  # nothing to place on a roofline
         return written
@@ -96,11 +100,7 @@ def plots(docs, out_dir):
     ax.set_xlabel("FLOP per byte (fewest bytes)")
     ax.set_ylabel("TFLOP/s")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = Path(out_dir) / "roofline.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(plt, fig, out_dir, "roofline.png"))
     return written
 
 

@@ -122,6 +122,15 @@ def device_peaks(name, sms=None, memory_bytes=None):
     return family[0] if family else None
 
 
+def peaks_of(device):
+    """The datasheet entry of a torch device, or None (CPU, or a GPU not in the table)."""
+    import torch
+    if torch.device(device).type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return device_peaks(props.name, props.multi_processor_count, props.total_memory)
+
+
 def floor_us(work, peaks):
     """The roofline floor of a work item on a device: max(bytes / bandwidth, flops / bf16 rate)."""
     return max(work.bytes / (peaks.hbm_gbps * 1e9), work.flops / (peaks.bf16_tflops * 1e12)) * 1e6
