@@ -1,9 +1,12 @@
 """Timing of backends on benchmark cases, against the roofline.
 
-First version (the full timer with cold L2, CUDA graphs and telemetry is the benchmark issue's):
-each case is built once, checked once against the reference (validate=True), then timed with
-validate=False: warm-up calls, then device events around each of `reps` calls, median and spread.
-On the CPU the timer falls back to wall-clock and says so.
+Each case is built once, checked once against the reference (validate=True), then timed with
+validate=False: warm-up calls, then device events around each call with the L2 overwritten before
+it, until the standard error of the mean is small or the budget is spent; median and spread.
+A call under GRAPH_BELOW_US is timed again as replays of a CUDA graph of many calls over rotated
+input copies (a flush per call would cost more than the kernel), reported per call. NVML telemetry
+brackets each measurement; an NVTX range names each timed call. On the CPU the timer falls back to
+wall-clock and says so.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from harness import check as K
 from harness import roofline
 
 COPY_BYTES = 1 << 30  # per direction, for the copy-bandwidth calibration
+GRAPH_BELOW_US = 20.0  # calls shorter than this are re-timed as CUDA-graph replays
+GRAPH_CALLS = 64  # calls per captured graph
+NVTX_DOMAIN = "dsv4-harness"
 
 
 @dataclass
@@ -30,9 +36,10 @@ class Timing:
     p10_us: float
     p90_us: float
     samples: int
-    clock: str  # "cuda-events" or "wall"
+    clock: str  # "cuda-events", "cuda-graph" (per call: replay time / calls_per_sample) or "wall"
     stdev_us: float = 0.0
     samples_us: list = field(default_factory=list)
+    calls_per_sample: int = 1
 
 
 @dataclass
@@ -87,34 +94,75 @@ def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budge
             sem = statistics.stdev(samples) / len(samples) ** 0.5
             if sem < rel_sem * mean or time.perf_counter() - began > budget_s:
                 break
-    ordered = sorted(samples)
-    q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
-    return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), "cuda-events" if cuda else "wall",
-                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples)
+    return _timing(samples, "cuda-events" if cuda else "wall")
+
+
+def nvtx_label(op, case, backend):
+    """The NVTX range name of a timed call. No '/': Nsight's range filters read it as nesting.
+    `ncu --nvtx --nvtx-include "dsv4-harness@<label>"` profiles exactly the timed kernels."""
+    return f"{op}:{case}:{backend}"
 
 
 class _nvtx:
-    """An NVTX range (the `nvtx` package's domain if installed, else torch's) or nothing."""
+    """A push/pop NVTX range in NVTX_DOMAIN (the `nvtx` package), else in the default domain
+    (torch's binding), or nothing without a label."""
 
     def __init__(self, label):
         self.label = label
+        try:
+            import nvtx
+            self.nvtx = nvtx
+        except ImportError:
+            self.nvtx = None
 
     def __enter__(self):
         if self.label:
-            try:
-                import nvtx
-                self.range = nvtx.start_range(self.label, domain="dsv4-harness")
-            except ImportError:
+            if self.nvtx:
+                self.nvtx.push_range(self.label, domain=NVTX_DOMAIN)
+            else:
                 torch.cuda.nvtx.range_push(self.label)
-                self.range = None
 
     def __exit__(self, *exc):
         if self.label:
-            if self.range is not None:
-                import nvtx
-                nvtx.end_range(self.range)
+            if self.nvtx:
+                self.nvtx.pop_range(domain=NVTX_DOMAIN)
             else:
                 torch.cuda.nvtx.range_pop()
+
+
+def time_graph(calls, device, *, calls_per_graph=GRAPH_CALLS, reps=20, label=None):
+    """Per-call time of a CUDA graph that runs `calls` (callables over distinct input copies, so
+    together they outgrow the L2) round-robin, calls_per_graph in all; median of `reps` replays."""
+    n = max(len(calls), calls_per_graph // len(calls) * len(calls))
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):  # warm-up off the capture, as torch's graph recipe asks
+        for fn in calls:
+            fn()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n):
+            calls[i % len(calls)]()
+    graph.replay()
+    torch.cuda.synchronize(device)
+    samples = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        with _nvtx(label):
+            graph.replay()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3 / n)
+    return _timing(samples, "cuda-graph", calls_per_sample=n)
+
+
+def _timing(samples, clock, calls_per_sample=1):
+    ordered = sorted(samples)
+    q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
+    return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), clock,
+                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples, calls_per_sample)
 
 
 def l2_flush_buffer(device):
@@ -151,6 +199,12 @@ def copy_bandwidth(device):
     return 2 * COPY_BYTES / (t.median_us * 1e-6) / 1e9
 
 
+def _rotations(nbytes, flush, most=32):
+    """Input copies whose bytes together outgrow the L2 twice over (the flush buffer's size)."""
+    size = flush.numel() if flush is not None else 0
+    return max(1, min(most, -(-size // max(1, nbytes))))
+
+
 def _call(module, case, x):
     return lambda: K.run_op(module, case, x, validate=False)
 
@@ -164,13 +218,23 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     record.verdict, record.message = checked.status, checked.message
     work = roofline.work(case.op, x)
     record.bytes, record.flops = work.bytes, work.flops
+    label = nvtx_label(case.op, case.name, backend.name)
     before = telemetry(device)
     try:
-        record.timing = time_call(_call(backend.module, case, x), device, reps=reps, flush=flush,
-                                  label=f"{case.op}/{case.name}/{backend.name}")
+        record.timing = time_call(_call(backend.module, case, x), device, reps=reps, flush=flush, label=label)
     except Exception as err:  # a backend that cannot run this case still leaves the others
         record.verdict, record.message = "error", f"timing failed: {type(err).__name__}: {err}"
         return record
+    if record.timing.clock == "cuda-events" and record.timing.median_us < GRAPH_BELOW_US and case.op != "compress":
+        # compress plans on the host from the lengths (a sync), so it cannot be captured
+        copies = [x] + [prepared[0].clone() for _ in range(_rotations(work.bytes, flush) - 1)]
+        try:
+            graphed = time_graph([_call(backend.module, case, c) for c in copies], device, label=label)
+            record.extra["events_median_us"] = record.timing.median_us
+            record.extra["input_copies"] = len(copies)
+            record.timing = graphed
+        except RuntimeError as err:  # a backend whose op syncs cannot be captured: keep the events
+            record.extra["graph_error"] = f"{type(err).__name__}: {str(err)[:200]}"
     after = telemetry(device)
     if before:
         record.extra["telemetry"] = {"before": before, "after": after}

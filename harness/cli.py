@@ -277,8 +277,9 @@ def bench_command(args):
     chosen = _bench_cases(args.cases, args.ops)
     copy = BN.copy_bandwidth(device)
     peaks, flush = roofline.peaks_of(device), BN.l2_flush_buffer(device)
-    clock = "CUDA events" if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)"
-    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, {args.reps} reps, "
+    clock = (f"CUDA events with the L2 flushed, CUDA-graph replays under {BN.GRAPH_BELOW_US:.0f} us"
+             if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)")
+    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, up to {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
     total = len(chosen) * len(loaded)
     records = []
@@ -294,21 +295,22 @@ def bench_command(args):
         ref = base.get((r.op, r.case))
         if ref and r.timing:
             r.speedup_vs_torch = ref.timing.median_us / r.timing.median_us
-    rows = [[r.op, r.case, r.backend, r.verdict, f"{r.timing.median_us:.1f}" if r.timing else "-",
+    rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
+             f"{r.timing.median_us:.1f}" if r.timing else "-",
              f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-", f"{r.bytes / 1e6:.1f}",
              f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
              f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}",
              f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
-    print(tabulate(rows, headers=["op", "case", "backend", "check", "median us", "p10-p90", "MB", "GB/s",
+    print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90", "MB", "GB/s",
                                   "% copy", "% roof", "TFLOP/s", "vs torch"], tablefmt="github"))
     for r in records:
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")
     if args.out:
         BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks)
+        print(f"wrote {args.out}")
     if args.pytest_benchmark:
         BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
-        print(f"wrote {args.out}")
     return 1 if any(r.verdict != "pass" for r in records) else 0
 
 
