@@ -2,16 +2,21 @@
 # compute-sanitizer memcheck, racecheck and initcheck over the CUDA backend's quick conformance cases,
 # the three tools side by side on the GPU; logs to ${OUT:-out}/sanitizer-<tool>.log. Where the
 # sanitizer can filter kernels, only ours are instrumented (torch's float64 reference kernels would
-# make racecheck take many minutes). Exits non-zero if any tool reports an error or a case fails.
+# make racecheck take many minutes; kernels_cuda names its kernels dsv4_*). Exits non-zero if any tool reports an error or a case fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# every kernel of kernels_cuda/ is named dsv4_*: the sanitizer's kernel filter takes a substring
+compute-sanitizer --help >"$OUT/sanitizer-help.log" 2>&1
 filter=()
-if compute-sanitizer --help 2>&1 | grep -q -- "--kernel-regex"; then
-    filter=(--kernel-regex "kns=compress_|indexer_logits|topk_indices|sparse_attention")
+if grep -q -- "--kernel-name " "$OUT/sanitizer-help.log"; then
+    filter=(--kernel-name kns=dsv4_)
+elif grep -q -- "--filter " "$OUT/sanitizer-help.log"; then
+    filter=(--filter kns=dsv4_)
 fi
+echo "sanitizer kernel filter: ${filter[*]:-none (every kernel instrumented)}"
 tools=(memcheck racecheck initcheck)
 for tool in "${tools[@]}"; do
     compute-sanitizer --tool "$tool" --error-exitcode 99 --target-processes all "${filter[@]}" \

@@ -99,7 +99,8 @@ def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budge
 
 def nvtx_label(op, case, backend):
     """The NVTX range name of a timed call. No '/': Nsight's range filters read it as nesting.
-    `ncu --nvtx --nvtx-include "dsv4-harness@<label>"` profiles exactly the timed kernels."""
+    `ncu --nvtx --nvtx-include "dsv4-harness@<label>/"` (the slash: a push/pop range) profiles exactly the
+    timed kernels."""
     return f"{op}:{case}:{backend}"
 
 

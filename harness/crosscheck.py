@@ -4,7 +4,7 @@ Per case, on the same inputs: the harness timer as `bench` runs it (events, cold
 without the flush (warm L2), plain events around a loop of back-to-back calls (mean per call, warm,
 launches overlapped), `triton.testing.do_bench` (median; it clears a 256 MB buffer per call), and,
 with --ncu, the summed kernel durations that Nsight Compute measures inside the harness's NVTX range
-(`ncu --nvtx --nvtx-include dsv4-harness@<label>`, clocks left alone, caches flushed per kernel).
+(`ncu --nvtx --nvtx-include dsv4-harness@<label>/`, clocks left alone, caches flushed per kernel).
 Agreement says the timer measures the kernels and nothing else; a gap says where time goes.
 """
 
@@ -72,7 +72,7 @@ def do_bench(fn, device):
 def ncu_kernel_us(spec, label, ncu="ncu"):
     """Nsight Compute's summed gpu__time_duration of the kernels in each NVTX range of the inner
     run, median over the ranges, with every kernel's name."""
-    cmd = [ncu, "--nvtx", "--nvtx-include", f"{BN.NVTX_DOMAIN}@{label}", "--clock-control", "none",
+    cmd = [ncu, "--nvtx", "--nvtx-include", f"{BN.NVTX_DOMAIN}@{label}/", "--clock-control", "none",
            "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
            sys.executable, "-m", "harness.crosscheck", "--inner", spec]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

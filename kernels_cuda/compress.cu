@@ -5,7 +5,7 @@
 // One block per (output entry, 128 channels): a streaming softmax over the entry's window, whose
 // rows come from kv_score from the prefix on and from the state before it.
 template <int RATIO, int TERMS>
-__global__ void compress_pool(const float* kv, const float* state, const float* ape, float* out,
+__global__ void dsv4_compress_pool(const float* kv, const float* state, const float* ape, float* out,
                               const int* entry_req, const int* entry_j, const int* prefix_lens,
                               const int* kv_start, const int* state_rows, const int* page_table,
                               long long table_stride, int d, int E, int ring, int paged) {
@@ -45,8 +45,8 @@ __global__ void compress_pool(const float* kv, const float* state, const float* 
 }
 
 // One block per new row: copy it into the state if the state keeps it (ring: the request's last
-// `ring` positions; paged: rows whose block has a page). Launched after compress_pool.
-__global__ void compress_store(const float* kv, float* state, const int* row_req, const int* prefix_lens,
+// `ring` positions; paged: rows whose block has a page). Launched after dsv4_compress_pool.
+__global__ void dsv4_compress_store(const float* kv, float* state, const int* row_req, const int* prefix_lens,
                                const int* extend_lens, const int* kv_start, const int* state_rows,
                                const int* page_table, long long table_stride, int E, int ratio, int ring,
                                int paged) {
@@ -69,7 +69,7 @@ __global__ void compress_store(const float* kv, float* state, const int* row_req
 // Online ratio 128: one block per (128-block an extend touches, 128 channels), the SPEC recurrence
 // over the block's new positions, starting from the running state when the block began earlier.
 // New states go to new_state[b] (the first and last block of a request may be different blocks).
-__global__ void compress_online(const float* kv, const float* state, float* new_state, const float* ape,
+__global__ void dsv4_compress_online(const float* kv, const float* state, float* new_state, const float* ape,
                                 float* out, const int* seg_req, const int* seg_block, const int* seg_out,
                                 const int* seg_last, const int* prefix_lens, const int* extend_lens,
                                 const int* kv_start, const int* state_rows, int d) {

@@ -23,19 +23,19 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if mode == "online":
         if n_seg:
             new_state = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device)
-            launch("compress.cu", "compress_online", (n_seg, channel_blocks), (CHANNELS,),
+            launch("compress.cu", "dsv4_compress_online", (n_seg, channel_blocks), (CHANNELS,),
                    (kv_score, state, new_state, ape, out, plan["seg_req"], plan["seg_block"], plan["seg_out"],
                     plan["seg_last"], prefix_lens, extend_lens, plan["kv_start"], state_rows, d), device)
             contract.commit_online_state(state, state_rows, new_state, plan["has_extend"])
         return out
     sa = contract.compress_state_args(mode, ratio, prefix_lens, state_rows, page_table)
     if n_out:
-        expr = "compress_pool<4, 8>" if ratio == 4 else "compress_pool<128, 128>"
+        expr = "dsv4_compress_pool<4, 8>" if ratio == 4 else "dsv4_compress_pool<128, 128>"
         launch("compress.cu", expr, (n_out, channel_blocks), (CHANNELS,),
                (kv_score, state, ape, out, plan["entry_req"], plan["entry_j"], prefix_lens, plan["kv_start"],
                 sa.rows, sa.table, np.int64(sa.stride), d, layout.width, sa.ring, int(sa.paged)), device)
     if kv_score.shape[0]:
-        launch("compress.cu", "compress_store", (kv_score.shape[0],), (256,),
+        launch("compress.cu", "dsv4_compress_store", (kv_score.shape[0],), (256,),
                (kv_score, state, plan["row_req"], prefix_lens, extend_lens, plan["kv_start"], sa.rows, sa.table,
                 np.int64(sa.stride), layout.width, ratio, sa.ring, int(sa.paged)), device)
     return out

@@ -1,84 +1,221 @@
 // sparse_attention (SPEC 4). q [B, H, 512] bf16, kv [N, 512] bf16, indices [B, K] int32 (-1 skip),
-// sink [H] fp32, out [B, H, 512] bf16, lse [B, H] fp32. One block of 8 warps per (query row,
-// 8 heads): each warp owns one head, each lane 16 of the 512 channels (32 contiguous bytes, so a
-// warp reads a kv row in one coalesced pass; the block's other warps find it in L1). Online
-// softmax in fp32; the sink joins only the denominator: out = acc / (l + exp(sink - m)).
+// sink [H] fp32, out [B, H, 512] bf16, lse [B, H] fp32.
+//
+// One CTA of 4 warps per (query row, 16 heads); the K gathered rows stream through shared memory in
+// tiles of 32 (cp.async, double-buffered; a -1 row is zero-filled and masked). bf16 tensor-core mma
+// (m16n8k16, fp32 accumulate):
+// - S = Q K^T: warp w multiplies the 16 heads by the tile over dims 128w .. 128w+127 (its Q
+//   fragments stay in registers); the four partial S meet in shared memory in fixed order, so every
+//   warp holds the full S at its fragment positions.
+// - online softmax in fp32 (base 2), identical in every warp;
+// - O += P V: P goes from the S accumulators straight into A fragments (same positions), V through
+//   ldmatrix.trans; warp w owns output dims 128w .. 128w+127.
+// The sink joins only the denominator: out = O / (l + exp(sink - m)).
 
 #define DIM 512
-#define PER_LANE 16
-#define HEADS_PER_BLOCK 8
+#define TILE 32
+#define WARPS 4
+#define SLICE (DIM / WARPS)
+#define KV_STRIDE 1040  // bytes per shared row: 16-byte aligned, 8 rows land on distinct banks
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
 
-__device__ __forceinline__ float bf16_to_float(unsigned short x) { return __uint_as_float((unsigned int)x << 16); }
-
-__device__ __forceinline__ unsigned short float_to_bf16(float f) {  // round to nearest even
-    unsigned int u = __float_as_uint(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (unsigned short)(u >> 16);
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
 }
 
-__device__ __forceinline__ void load16(const unsigned short* p, float* v) {
-    const uint4* src = reinterpret_cast<const uint4*>(p);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const uint4 w = src[half];
-        const unsigned int words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            v[half * 8 + 2 * i] = __uint_as_float(words[i] << 16);
-            v[half * 8 + 2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-        }
-    }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void mma_bf16(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned int* r, const void* smem) {
+    const unsigned int addr = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// bf16x2 bits of (lo, hi), round to nearest even
+__device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
+    unsigned int d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+__device__ __forceinline__ unsigned int ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned int*>(p); }
 
 template <bool HAS_SINK>
-__global__ void __launch_bounds__(256) sparse_attention(const unsigned short* q, const unsigned short* kv,
-                                                        const int* indices, const float* sink, unsigned short* out,
-                                                        float* lse, int K, int heads, float sm_scale) {
-    const int b = blockIdx.x;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int h = blockIdx.y * HEADS_PER_BLOCK + warp;
-    if (h >= heads) return;
-    const long long qrow = ((long long)b * heads + h) * DIM;
-    float qv[PER_LANE], acc[PER_LANE], kvv[PER_LANE];
-    load16(q + qrow + lane * PER_LANE, qv);
-#pragma unroll
-    for (int i = 0; i < PER_LANE; ++i) acc[i] = 0.f;
-    float m = -INFINITY, l = 0.f;
+__global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsigned short* q, const unsigned short* kv,
+                                                               const int* indices, const float* sink,
+                                                               unsigned short* out, float* lse, int K, int heads,
+                                                               float sm_scale) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned char* kv_s = smem;                                                 // [2][TILE] rows of KV_STRIDE
+    float* s_part = reinterpret_cast<float*>(smem + 2 * TILE * KV_STRIDE);     // [WARPS][16][32 lanes]
+    int* valid_s = reinterpret_cast<int*>(s_part + WARPS * 16 * 32);           // [2][TILE]
+    const int b = blockIdx.x, h0 = blockIdx.y * 16;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int* idx_row = indices + (long long)b * K;
-    for (int i = 0; i < K; ++i) {
-        const int idx = idx_row[i];
-        if (idx < 0) continue;
-        load16(kv + (long long)idx * DIM + lane * PER_LANE, kvv);
-        float dot = 0.f;
+    const float scale2 = sm_scale * LOG2E;
+    const bool row_lo = h0 + g < heads, row_hi = h0 + g + 8 < heads;
+
+    // Q fragments of this warp's dims (heads past the end: zero rows)
+    unsigned int a[8][4];
+    {
+        const unsigned short* q_lo = q + ((long long)b * heads + h0 + g) * DIM + warp * SLICE + 2 * t;
+        const unsigned short* q_hi = q_lo + 8 * DIM;
 #pragma unroll
-        for (int c = 0; c < PER_LANE; ++c) dot = fmaf(qv[c], kvv[c], dot);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-        const float s = dot * sm_scale;
-        const float m2 = fmaxf(m, s);
-        const float a = expf(m - m2);  // 0 on the first valid index (m = -inf)
-        const float p = expf(s - m2);
-        l = l * a + p;
-#pragma unroll
-        for (int c = 0; c < PER_LANE; ++c) acc[c] = fmaf(p, kvv[c], acc[c] * a);
-        m = m2;
+        for (int ks = 0; ks < 8; ++ks) {
+            a[ks][0] = row_lo ? ld32(q_lo + ks * 16) : 0u;
+            a[ks][1] = row_hi ? ld32(q_hi + ks * 16) : 0u;
+            a[ks][2] = row_lo ? ld32(q_lo + ks * 16 + 8) : 0u;
+            a[ks][3] = row_hi ? ld32(q_hi + ks * 16 + 8) : 0u;
+        }
     }
-    const float m_safe = l > 0.f ? m : 0.f;
-    float denom = l > 0.f ? l : 1.f;
-    if (HAS_SINK) denom = l + expf(sink[h] - m_safe);
-    unsigned short res[PER_LANE];
+
+    auto fetch = [&](int tile, int buf) {
+        unsigned char* dst = kv_s + buf * TILE * KV_STRIDE;
+        for (int c = threadIdx.x; c < TILE * (DIM * 2 / 16); c += WARPS * 32) {
+            const int r = c / (DIM * 2 / 16), piece = c % (DIM * 2 / 16);
+            const int i = tile * TILE + r;
+            const int idx = i < K ? idx_row[i] : -1;
+            if (idx >= 0) {
+                cp_async16(dst + r * KV_STRIDE + piece * 16,
+                           reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
+            } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                *reinterpret_cast<uint4*>(dst + r * KV_STRIDE + piece * 16) = make_uint4(0u, 0u, 0u, 0u);
+            }
+            if (piece == 0) valid_s[buf * TILE + r] = idx >= 0;
+        }
+        cp_async_commit();
+    };
+
+    float o[SLICE / 8][4];
 #pragma unroll
-    for (int c = 0; c < PER_LANE; ++c) res[c] = float_to_bf16(acc[c] / denom);
-    uint4* dst = reinterpret_cast<uint4*>(out + qrow + lane * PER_LANE);
+    for (int j = 0; j < SLICE / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    const int tiles = (K + TILE - 1) / TILE;
+    if (tiles > 0) fetch(0, 0);
+    for (int i = 0; i < tiles; ++i) {
+        const int buf = i & 1;
+        if (i + 1 < tiles) {
+            fetch(i + 1, buf ^ 1);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const unsigned char* tile_s = kv_s + buf * TILE * KV_STRIDE;
+
+        // partial S over this warp's dims
+        float s[4][4];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        uint4 w;
-        w.x = res[half * 8 + 0] | ((unsigned int)res[half * 8 + 1] << 16);
-        w.y = res[half * 8 + 2] | ((unsigned int)res[half * 8 + 3] << 16);
-        w.z = res[half * 8 + 4] | ((unsigned int)res[half * 8 + 5] << 16);
-        w.w = res[half * 8 + 6] | ((unsigned int)res[half * 8 + 7] << 16);
-        dst[half] = w;
+        for (int nt = 0; nt < 4; ++nt) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const unsigned short* row =
+                reinterpret_cast<const unsigned short*>(tile_s + (nt * 8 + g) * KV_STRIDE) + warp * SLICE + 2 * t;
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks) mma_bf16(s[nt], a[ks], ld32(row + ks * 16), ld32(row + ks * 16 + 8));
+        }
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) s_part[(warp * 16 + nt * 4 + c) * 32 + lane] = s[nt][c];
+        __syncthreads();
+
+        // full S at this thread's positions, masked and scaled to base 2
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            const bool v0 = valid_s[buf * TILE + nt * 8 + 2 * t], v1 = valid_s[buf * TILE + nt * 8 + 2 * t + 1];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int k = (nt * 4 + c) * 32 + lane;
+                const float full = (s_part[k] + s_part[16 * 32 + k]) + (s_part[2 * 16 * 32 + k] + s_part[3 * 16 * 32 + k]);
+                s[nt][c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
+            }
+            mx_lo = fmaxf(mx_lo, fmaxf(s[nt][0], s[nt][1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[nt][2], s[nt][3]));
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {  // over t: the row's 32 columns
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+        }
+        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            s[nt][0] = exp2f(s[nt][0] - use_lo);
+            s[nt][1] = exp2f(s[nt][1] - use_lo);
+            s[nt][2] = exp2f(s[nt][2] - use_hi);
+            s[nt][3] = exp2f(s[nt][3] - use_hi);
+            sum_lo += s[nt][0] + s[nt][1];
+            sum_hi += s[nt][2] + s[nt][3];
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+        m_lo = new_lo;
+        m_hi = new_hi;
+#pragma unroll
+        for (int j = 0; j < SLICE / 8; ++j) {
+            o[j][0] *= alpha_lo;
+            o[j][1] *= alpha_lo;
+            o[j][2] *= alpha_hi;
+            o[j][3] *= alpha_hi;
+        }
+
+        // O += P V over this warp's output dims
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            const unsigned int p[4] = {pack_bf16(s[2 * ks][0], s[2 * ks][1]), pack_bf16(s[2 * ks][2], s[2 * ks][3]),
+                                       pack_bf16(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                                       pack_bf16(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+            const int mi = lane >> 3, r = lane & 7;
+            const unsigned char* base = tile_s + (ks * 16 + (mi & 1) * 8 + r) * KV_STRIDE + (warp * SLICE + (mi >> 1) * 8) * 2;
+#pragma unroll
+            for (int j = 0; j < SLICE / 8; j += 2) {
+                unsigned int v[4];
+                ldmatrix_x4_trans(v, base + j * 8 * 2);
+                mma_bf16(o[j], p, v[0], v[1]);
+                mma_bf16(o[j + 1], p, v[2], v[3]);
+            }
+        }
+        __syncthreads();  // the buffer and s_part are rewritten next
     }
-    if (lane == 0) lse[(long long)b * heads + h] = l > 0.f ? m + logf(l) : -INFINITY;
+
+    // out = O / (l [+ exp(sink - m)]); a row with no valid index: out 0, lse -inf
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    unsigned short* out_lo = out + ((long long)b * heads + h0 + g) * DIM + warp * SLICE + 2 * t;
+    unsigned short* out_hi = out_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < SLICE / 8; ++j) {
+        if (row_lo) *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[j][0] * inv_lo, o[j][1] * inv_lo);
+        if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[j][2] * inv_hi, o[j][3] * inv_hi);
+    }
+    if (warp == 0 && t == 0) {
+        if (row_lo) lse[(long long)b * heads + h0 + g] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        if (row_hi) lse[(long long)b * heads + h0 + g + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
 }

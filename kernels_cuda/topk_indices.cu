@@ -43,7 +43,7 @@ __device__ int block_exclusive_scan(int value, int* warp_sums, int* total) {
     return before;
 }
 
-__global__ void __launch_bounds__(THREADS) topk_indices(const float* logits, long long columns, const int* seq_lens,
+__global__ void __launch_bounds__(THREADS) dsv4_topk_indices(const float* logits, long long columns, const int* seq_lens,
                                                         const int* page_table, long long table_stride, int* out,
                                                         int k, int page_size) {
     __shared__ int hist[256];
