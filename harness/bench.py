@@ -2,7 +2,8 @@
 
 Each case is built once, checked once against the reference (validate=True), then timed with
 validate=False: warm-up calls, then device events around each call with the L2 overwritten before
-it, until the standard error of the mean is small or the budget is spent; median and spread.
+it and a spin kernel that hides the host's launch work, until the standard error of the mean is
+small or the budget is spent; median and spread.
 A call under GRAPH_BELOW_US is timed again as replays of a CUDA graph of many calls over rotated
 input copies (a flush per call would cost more than the kernel), reported per call. NVML telemetry
 brackets each measurement; an NVTX range names each timed call. On the CPU the timer falls back to
@@ -28,6 +29,8 @@ COPY_BYTES = 1 << 30  # per direction, for the copy-bandwidth calibration
 GRAPH_BELOW_US = 20.0  # calls shorter than this are re-timed as CUDA-graph replays
 GRAPH_CALLS = 64  # calls per captured graph
 NVTX_DOMAIN = "dsv4-harness"
+SPIN_MIN_US, SPIN_MAX_US = 20.0, 5000.0  # the spin before each timed call (see time_call)
+SPIN_CYCLES_PER_US = 2000  # at about 2 GHz; a slower clock only lengthens the spin
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Timing:
     stdev_us: float = 0.0
     samples_us: list = field(default_factory=list)
     calls_per_sample: int = 1
+    host_us: float | None = None  # host time to issue one call (median of the warm-up calls)
 
 
 @dataclass
@@ -66,19 +70,28 @@ def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budge
     """Median and spread of calls after `warmup` calls: at least min_reps samples, then until the
     standard error of the mean is under rel_sem of the mean, `reps` samples or budget_s seconds.
     flush: a buffer written before each sample (outside the timed region) to evict the L2.
-    label: an NVTX range around each timed call (Nsight filters on it)."""
-    for _ in range(warmup):
-        fn()
+    label: an NVTX range around each timed call (Nsight filters on it).
+    On CUDA a spin kernel, twice as long as the host takes to issue one call, runs before the start
+    event, so the events time the device work and not the Python that launches it (host_us says
+    what that costs); an op that waits on the device inside still shows the wait."""
     cuda = torch.device(device).type == "cuda"
+    host = []
+    for _ in range(warmup):
+        t = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t) * 1e6)
+    host_us = statistics.median(host[1:] or host)
     samples = []
-    began = time.perf_counter()
     if cuda:
         torch.cuda.synchronize()
+        spin_cycles = int(min(SPIN_MAX_US, max(SPIN_MIN_US, 2 * host_us)) * SPIN_CYCLES_PER_US)
+    began = time.perf_counter()
     while len(samples) < reps:
         if flush is not None:
             flush.zero_()
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(spin_cycles)
             start.record()
             with _nvtx(label):
                 fn()
@@ -94,7 +107,7 @@ def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budge
             sem = statistics.stdev(samples) / len(samples) ** 0.5
             if sem < rel_sem * mean or time.perf_counter() - began > budget_s:
                 break
-    return _timing(samples, "cuda-events" if cuda else "wall")
+    return _timing(samples, "cuda-events" if cuda else "wall", host_us=host_us)
 
 
 def nvtx_label(op, case, backend):
@@ -150,6 +163,7 @@ def time_graph(calls, device, *, calls_per_graph=GRAPH_CALLS, reps=20, label=Non
     samples = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(int(SPIN_MIN_US * SPIN_CYCLES_PER_US))  # covers the replay's launch
         start.record()
         with _nvtx(label):
             graph.replay()
@@ -159,11 +173,11 @@ def time_graph(calls, device, *, calls_per_graph=GRAPH_CALLS, reps=20, label=Non
     return _timing(samples, "cuda-graph", calls_per_sample=n)
 
 
-def _timing(samples, clock, calls_per_sample=1):
+def _timing(samples, clock, calls_per_sample=1, host_us=None):
     ordered = sorted(samples)
     q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
     return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), clock,
-                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples, calls_per_sample)
+                  statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples, calls_per_sample, host_us)
 
 
 def l2_flush_buffer(device):
