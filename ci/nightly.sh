@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The nightly GPU job: conformance of every available backend (full cases, sharded one pytest-xdist
 # worker per GPU), compute-sanitizer over the CUDA backend (the three tools spread over the GPUs),
-# calibration, the v4-flash and v4-pro benchmarks of every backend (one set per GPU at a time, in
-# parallel where the host has several), compare against the baseline in
+# calibration, the v4-flash and v4-pro benchmarks of every backend (one set after the other; with
+# NIGHTLY_PARALLEL_BENCH=1 one set per GPU side by side: faster, but ops that plan on the host, like
+# compress, then share the CPU with the other set's input building and time noisier), compare against the baseline in
 # results/<gpu>/baseline-<set>.json (exit 1 on a slowdown past the gate), and the report.
 # Outputs under ${OUT:-out/nightly}. Each step has a time limit (seconds; 0 = none):
-# NIGHTLY_CONFORMANCE_S, NIGHTLY_SANITIZE_S, NIGHTLY_BENCH_S.
+# NIGHTLY_CONFORMANCE_S, NIGHTLY_SANITIZE_S, NIGHTLY_BENCH_S. On a copy of the tree whose .git is missing
+# or stale, set HARNESS_GIT_COMMIT to the commit the copy holds: the results record it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/nightly}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export HARNESS_GIT_COMMIT=${HARNESS_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
 [ "$gpus" -ge 1 ] || { echo "nightly: no CUDA device"; exit 2; }
 gpu_dir=results/$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[-1].lower())")
@@ -41,9 +42,10 @@ for i in "${!sets[@]}"; do
     # shellcheck disable=SC2086
     CUDA_VISIBLE_DEVICES=$((i % gpus)) limit "${NIGHTLY_BENCH_S:-0}" python3 -m harness bench $backends --cases "$set" \
         --device cuda --out "$OUT/bench-$set.json" --pytest-benchmark "$OUT/pytest-benchmark-$set.json" \
+        --flashinfer-trace "$OUT/flashinfer-trace-$set.jsonl" \
         >"$OUT/bench-$set.log" 2>"$OUT/bench-$set.err" &
     pids+=($!)
-    if [ $(( (i + 1) % gpus )) -eq 0 ]; then  # every GPU busy: wait for this round
+    if [ "${NIGHTLY_PARALLEL_BENCH:-0}" != 1 ] || [ $(( (i + 1) % gpus )) -eq 0 ]; then  # wait for this round
         for p in "${pids[@]}"; do wait "$p" || status=1; done
         pids=()
     fi

@@ -12,16 +12,19 @@ wall-clock and says so.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import platform
 import statistics
 import subprocess
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 
 import torch
 
+import references
 from harness import check as K
 from harness import roofline
 
@@ -231,6 +234,8 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     x = prepared[0].clone()
     checked = K.check_case(backend, case, device, prepared=prepared)  # works on its own copies
     record.verdict, record.message = checked.status, checked.message
+    record.extra["metrics"] = checked.metrics
+    record.extra["workload"] = workload(case, x)
     work = roofline.work(case.op, x)
     record.bytes, record.flops = work.bytes, work.flops
     label = nvtx_label(case.op, case.name, backend.name)
@@ -304,24 +309,81 @@ def environment(device):
         props = torch.cuda.get_device_properties(device)
         env.update(gpu=props.name, sms=props.multi_processor_count, cuda=torch.version.cuda,
                    l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory)
+    if os.environ.get("HARNESS_GIT_COMMIT"):  # said by whoever copied the tree: a copy's .git may be stale
+        env["git_commit"] = os.environ["HARNESS_GIT_COMMIT"]
+        env["git_commit_source"] = "HARNESS_GIT_COMMIT"
+        return env
     try:
         env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                            check=True).stdout.strip()
         env["git_dirty"] = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True,
                                                text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without git (the device tool's)
-        env["git_commit"] = os.environ.get("HARNESS_GIT_COMMIT")
+    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without git
+        env["git_commit"] = None
     return env
 
 
 SCHEMA = 1
 
 
-def write_json(path, device, calibration, records, peaks=None):
-    doc = {"schema": SCHEMA, "environment": environment(device), "calibration": calibration,
-           "datasheet": asdict(peaks) if peaks else None, "records": [asdict(r) for r in records]}
-    with open(path, "w") as f:
+def write_json(path, device, calibration, records, peaks=None, *, env=None, complete=True):
+    """The run's document; complete=False marks one written part-way (the run may have been stopped)."""
+    doc = {"schema": SCHEMA, "environment": env or environment(device), "calibration": calibration,
+           "datasheet": asdict(peaks) if peaks else None, "complete": complete,
+           "records": [asdict(r) for r in records]}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
+    os.replace(tmp, path)  # a reader never sees half a document
+
+
+def workload(case, x):
+    """The case as a flashinfer-bench workload: integer axes from the case's parameters, each
+    input random (a tensor) or a scalar, and a stable uuid from the op, case and seed."""
+    names = list(inspect.signature(getattr(references, case.op)).parameters)
+    inputs = {name: {"type": "random"} for name in names[:len(x.args)]}
+    for name, value in x.kwargs.items():
+        if isinstance(value, torch.Tensor):
+            inputs[name] = {"type": "random"}
+        elif isinstance(value, (bool, int, float)):
+            inputs[name] = {"type": "scalar", "value": value}
+    axes = {k: v for k, v in case.params.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    key = f"dsv4/{case.op}/{case.name}/{case.seed}"
+    return {"axes": axes, "inputs": inputs, "uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, key))}
+
+
+FLASHINFER_STATUS = {"pass": "PASSED", "fail": "INCORRECT_NUMERICAL", "error": "RUNTIME_ERROR"}
+
+
+def write_flashinfer_trace(path, device, records):
+    """The records as flashinfer-bench Trace lines (JSONL): definition `dsv4_<op>`, the case as the
+    workload, the backend as the solution; latency, and the torch backend as the reference where
+    it ran. Correctness carries the worst absolute error (relative L2 and the rest under extra);
+    the maximum relative error is not computed here and is written as "NaN"."""
+    env = environment(device)
+    libs = {k: env[k] for k in ("torch", "triton", "cuda") if env.get(k)}
+    hardware = (env.get("gpu") or "cpu").replace(" ", "_")
+    base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    with open(path, "w") as f:
+        for r in records:
+            status = FLASHINFER_STATUS.get(r.verdict, "RUNTIME_ERROR")
+            metrics = r.extra.get("metrics", {})
+            evaluation = {"status": status, "environment": {"hardware": hardware, "libs": libs},
+                          "timestamp": stamp, "log": r.message}
+            if status in ("PASSED", "INCORRECT_NUMERICAL"):
+                worst = max((v for k, v in metrics.items() if k.endswith("max_abs_err")), default=0.0)
+                evaluation["correctness"] = {"max_relative_error": "NaN", "max_absolute_error": worst,
+                                             "extra": metrics}
+            if status == "PASSED" and r.timing:
+                ref = base.get((r.op, r.case))
+                perf = {"latency_ms": r.timing.median_us / 1e3}
+                if ref:
+                    perf.update(reference_latency_ms=ref.timing.median_us / 1e3,
+                                speedup_factor=ref.timing.median_us / r.timing.median_us)
+                evaluation["performance"] = perf
+            f.write(json.dumps({"definition": f"dsv4_{r.op}", "workload": r.extra.get("workload"),
+                                "solution": r.backend, "evaluation": evaluation}) + "\n")
 
 
 def write_pytest_benchmark(path, device, records):

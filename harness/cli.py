@@ -42,6 +42,7 @@ def main(argv=None):
     b.add_argument("--reps", type=int, default=30, help="timed calls per (case, backend)")
     b.add_argument("--out", metavar="FILE", help="write the JSON results document here")
     b.add_argument("--pytest-benchmark", metavar="FILE", help="also write pytest-benchmark's JSON layout here")
+    b.add_argument("--flashinfer-trace", metavar="FILE", help="also write flashinfer-bench Trace lines (JSONL) here")
     cal = sub.add_parser("calibrate", help="measure copy bandwidth and bf16 / fp8 matmul rates on the device")
     cal.add_argument("--device", default="auto")
     cal.add_argument("--out", metavar="FILE", help="write the measurements as JSON")
@@ -283,6 +284,7 @@ def bench_command(args):
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
     total = len(chosen) * len(loaded)
     records = []
+    env = BN.environment(device)
     for case in chosen:
         prepared = K.prepare(case, device)
         for backend in loaded:
@@ -290,11 +292,11 @@ def bench_command(args):
             records.append(r)
             t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
             print(f"[{len(records)}/{total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
-    base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
-    for r in records:
-        ref = base.get((r.op, r.case))
-        if ref and r.timing:
-            r.speedup_vs_torch = ref.timing.median_us / r.timing.median_us
+            if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
+                _speedups(records)
+                BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env,
+                              complete=len(records) == total)
+    _speedups(records)
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
              f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-", f"{r.bytes / 1e6:.1f}",
@@ -307,11 +309,21 @@ def bench_command(args):
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")
     if args.out:
-        BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks)
         print(f"wrote {args.out}")
     if args.pytest_benchmark:
         BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
+    if args.flashinfer_trace:
+        BN.write_flashinfer_trace(args.flashinfer_trace, device, records)
     return 1 if any(r.verdict != "pass" for r in records) else 0
+
+
+def _speedups(records):
+    """Each record's speed-up over the torch backend on the same case, where torch has run it."""
+    base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
+    for r in records:
+        ref = base.get((r.op, r.case))
+        if ref and r.timing:
+            r.speedup_vs_torch = ref.timing.median_us / r.timing.median_us
 
 
 def report_command(args):

@@ -89,12 +89,21 @@ def _host(x):
     return x.detach().cpu().tolist()
 
 
+def _host_table(x):
+    """A 2-D int tensor as an int64 NumPy array (tables hold millions of entries at 1M tokens)."""
+    return x.detach().cpu().numpy().astype(np.int64)
+
+
 def _range(name, values, lo, hi, what="value", row=None):
-    """All of ``values`` (a flat list; row ``row`` of a 2-D argument if given) lie in [lo, hi]."""
-    for i, v in enumerate(values):
-        if not lo <= v <= hi:
-            where = f"[{i}]" if row is None else f"[{row}, {i}]"
-            raise InputError(name, f"{name}{where} = {v}, expected {lo} <= {what} <= {hi}")
+    """All of ``values`` lie in [lo, hi]: a list or 1-D array (row ``row`` of a 2-D argument if
+    given) or a 2-D array. Vectorised; the message names the first value out of range."""
+    arr = np.asarray(values, dtype=np.int64)
+    bad = np.argwhere((arr < lo) | (arr > hi))
+    if len(bad):
+        at = tuple(int(i) for i in bad[0])
+        where = at if row is None else (row, *at)
+        index = ", ".join(str(i) for i in where)
+        raise InputError(name, f"{name}[{index}] = {int(arr[at])}, expected {lo} <= {what} <= {hi}")
 
 
 def _queries(name, q, dtype, dim):
@@ -264,7 +273,7 @@ def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mod
         raise InputError("kv_score", f"expected sum(extend_lens) = {sum(extend)} rows, got {kv_score.shape[0]}")
 
     if mode == "paged":
-        _check_compress_pages(ratio, state.shape[0], _host(page_table), prefix, extend)
+        _check_compress_pages(ratio, state.shape[0], _host_table(page_table), prefix, extend)
     else:
         rows = _host(state_rows)
         _range("state_rows", rows, 0, state.shape[0] - 1, "row of state")
@@ -275,11 +284,11 @@ def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mod
 
 def _check_compress_pages(ratio, num_pages, table, prefix, extend):
     """Pages read must be present; a page written belongs to one (request, block) only."""
-    max_blocks = len(table[0]) if table else 0
+    max_blocks = table.shape[1]
+    _range("page_table", table, -1, num_pages - 1, "page")
     owners = {}  # page -> {(request, block)} over every page the call touches
     written = set()
     for b, row in enumerate(table):
-        _range("page_table", row, -1, num_pages - 1, "page", row=b)
         read_blocks = {p // ratio for p in compress_state_reads(ratio, prefix[b], extend[b])}
         write_blocks = {p // ratio for p in range(prefix[b], prefix[b] + extend[b])}
         last = max(read_blocks | write_blocks, default=-1)
@@ -291,8 +300,8 @@ def _check_compress_pages(ratio, num_pages, table, prefix, extend):
                                                f"{blk * ratio}..{blk * ratio + ratio - 1}) but its page is -1")
         for blk in read_blocks | write_blocks:
             if row[blk] >= 0:
-                owners.setdefault(row[blk], set()).add((b, blk))
-        written.update(row[blk] for blk in write_blocks if row[blk] >= 0)
+                owners.setdefault(int(row[blk]), set()).add((b, blk))
+        written.update(int(row[blk]) for blk in write_blocks if row[blk] >= 0)
     for page in sorted(written):
         if len(owners[page]) > 1:
             users = ", ".join(f"request {b} block {blk}" for b, blk in sorted(owners[page]))
@@ -332,7 +341,7 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
     lens = _host(context_lens)
     max_blocks = block_table.shape[1]
     _range("context_lens", lens, 0, max_context_len, "context_len")
-    table = _host(block_table)
+    table = _host_table(block_table)
     for b, n in enumerate(lens):
         needed = cdiv(n, INDEXER_BLOCK)
         if needed > max_blocks:
@@ -369,7 +378,7 @@ def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, val
 
     lens = _host(seq_lens)
     _range("seq_lens", lens, 0, columns, "seq_len (columns of logits)")
-    table = _host(page_table)
+    table = _host_table(page_table)
     max_pages = page_table.shape[1]
     for b, n in enumerate(lens):
         needed = cdiv(n, page_size)

@@ -28,7 +28,8 @@ def load(path):
 def label(doc):
     env = doc["environment"]
     commit = (env.get("git_commit") or "?")[:7]
-    return f"{env.get('gpu', env.get('device'))}@{commit}"
+    partial = "" if doc.get("complete", True) else " (stopped part-way)"
+    return f"{env.get('gpu', env.get('device'))}@{commit}{partial}"
 
 
 def records(doc):

@@ -45,3 +45,11 @@ def test_bad_input_never_reaches_a_kernel(bad):
     with pytest.raises(contract.InputError) as err:
         getattr(kernels_cuda, bad.op)(*args, **kwargs)
     assert err.value.argument == bad.argument
+
+
+def test_every_kernel_is_named_for_the_sanitizer_filter():
+    # ci/sanitize.sh runs racecheck with --kernel-name kns=dsv4_: a kernel named otherwise goes unchecked
+    for source, exprs in _loader.KERNELS.items():
+        text = (_loader.SOURCE_DIR / source).read_text()
+        for expr in exprs:
+            assert expr.startswith("dsv4_") and f" {expr.split('<')[0]}(" in text, (source, expr)

@@ -79,6 +79,7 @@ def test_bench_then_compare_on_the_cpu(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     doc = RS.load(out)
     assert doc["schema"] == 1 and doc["records"] and all(rec["timing"]["samples"] >= 1 for rec in doc["records"])
+    assert doc["complete"] is True and not list(tmp_path.glob("*.tmp"))
     twin = copy.deepcopy(doc)
     (tmp_path / "twin.json").write_text(json.dumps(twin))
     c = _cli("compare", "--baseline", str(out), str(tmp_path / "twin.json"))
@@ -112,3 +113,10 @@ def test_pytest_benchmark_export_is_readable_by_pytest_benchmark(tmp_path):
         pytest.skip("pytest-benchmark is not installed")
     shown = subprocess.run([tool, "compare", str(out)], capture_output=True, text=True)
     assert shown.returncode == 0 and "indexer_logits" in shown.stdout, shown.stderr
+
+
+def test_a_document_written_part_way_says_so(tmp_path):
+    doc = json.loads(_doc(tmp_path / "a.json", [("a", 100)]).read_text())
+    doc["complete"] = False
+    (tmp_path / "a.json").write_text(json.dumps(doc))
+    assert "stopped part-way" in RS.label(RS.load(tmp_path / "a.json"))
