@@ -27,15 +27,12 @@ KERNELS = {
 }
 
 
-# Prepended to every source: NVRTC compiles without the CUDA headers (none on the CI machine).
-PRELUDE = """#ifndef INFINITY
-#define INFINITY __int_as_float(0x7f800000)
-#endif
-"""
+COMMON = "common.cuh"  # prepended to every source: shared helpers, no CUDA headers needed
 
 
 def source(name):
-    return PRELUDE + (SOURCE_DIR / name).read_text()
+    common = (SOURCE_DIR / COMMON).read_text()
+    return f'{common}\n#line 1 "{name}"\n' + (SOURCE_DIR / name).read_text()
 
 
 def arch_option(arch):

@@ -27,15 +27,6 @@
 #define TILES_PER_WARP (HEAD_CHUNK / 16 / WARPS)
 #define KEY_CHUNKS (BLOCK_ENTRIES * KEY_DIM / 16 + BLOCK_ENTRIES * 4 / 16)  // 16-byte copies per block
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Two e4m3 bytes (in the low byte of each 16-bit half of `spread`) -> half2 bits of value * 2^-8.
 __device__ __forceinline__ unsigned int e4m3x2_to_half2_scaled(unsigned int spread) {

@@ -20,15 +20,6 @@
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
-}
-
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void mma_bf16(float* c, const unsigned int* a, unsigned int b0, unsigned int b1) {
     asm volatile(
