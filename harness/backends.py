@@ -19,6 +19,11 @@ REGISTERED = {
     "torch": "kernels_torch",
     "triton": "kernels_triton",
     "cuda": "kernels_cuda",
+    # peers: public packages' kernels behind the SPEC API (kernels_peers/__init__.py)
+    "sglang": "kernels_peers.sglang_dsv4",
+    "deepgemm": "kernels_peers.deepgemm_logits",
+    "flashmla": "kernels_peers.flashmla_sparse",
+    "flashinfer": "kernels_peers.flashinfer_topk",
 }
 
 

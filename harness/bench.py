@@ -234,6 +234,8 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     x = prepared[0].clone()
     checked = K.check_case(backend, case, device, prepared=prepared)  # works on its own copies
     record.verdict, record.message = checked.status, checked.message
+    if checked.status == "skip":  # the backend declines this case: nothing to time
+        return record
     record.extra["metrics"] = checked.metrics
     record.extra["workload"] = workload(case, x)
     work = roofline.work(case.op, x)
@@ -366,7 +368,7 @@ def write_flashinfer_trace(path, device, records):
     base = {(r.op, r.case): r for r in records if r.backend == "torch" and r.timing}
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     with open(path, "w") as f:
-        for r in records:
+        for r in (r for r in records if r.verdict != "skip"):
             status = FLASHINFER_STATUS.get(r.verdict, "RUNTIME_ERROR")
             metrics = r.extra.get("metrics", {})
             evaluation = {"status": status, "environment": {"hardware": hardware, "libs": libs},

@@ -20,6 +20,7 @@ import references
 from harness import badinput
 from harness import cases as C
 from harness import compare
+from harness import contract
 from harness import inputs as I
 
 
@@ -28,7 +29,7 @@ class CaseResult:
     case: C.Case
     backend: str
     device: str
-    status: str  # pass, fail, error
+    status: str  # pass, fail, error, skip (the backend declined the case: contract.Unsupported)
     message: str = ""
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -37,6 +38,10 @@ class CaseResult:
     @property
     def ok(self):
         return self.status == "pass"
+
+    @property
+    def failed(self):
+        return self.status in ("fail", "error")
 
     @property
     def repro(self):
@@ -169,6 +174,10 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
         got = run_op(backend.module, case, mine)
         if torch.device(device).type == "cuda":
             torch.cuda.synchronize()
+    except contract.Unsupported as err:
+        result.status, result.message = "skip", f"{backend.name} does not support this case: {err}"
+        result.seconds = time.perf_counter() - start
+        return result
     except Exception as err:
         result.status, result.message = "error", f"{backend.name} raised {_describe(err)}"
         result.seconds = time.perf_counter() - start

@@ -210,7 +210,8 @@ def check_command(args):
             progress.step(r)
     progress.close()
 
-    failures = [r for rs in results.values() for r in rs if not r.ok]
+    failures = [r for rs in results.values() for r in rs if r.failed]
+    skipped = [r for rs in results.values() for r in rs if r.status == "skip"]
     for op in OPS:
         families = sorted({c.family for c in chosen if c.op == op}, key=lambda f: [c.family for c in chosen].index(f))
         if not families:
@@ -220,8 +221,10 @@ def check_command(args):
             row = [fam, sum(1 for c in chosen if c.op == op and c.family == fam)]
             for b in loaded:
                 group = [r for r in results[b.name] if r.case.op == op and r.case.family == fam]
-                passed = sum(r.ok for r in group)
-                verdict = "PASS" if passed == len(group) else f"FAIL {len(group) - passed}"
+                failed, skips = sum(r.failed for r in group), sum(r.status == "skip" for r in group)
+                verdict = f"FAIL {failed}" if failed else "SKIP" if skips == len(group) else "PASS"
+                if skips and skips < len(group):
+                    verdict += f" ({skips} skipped)"
                 row += [verdict, _worst(group)]
             rows.append(row)
         headers = ["family", "cases"] + [h for b in loaded for h in (b.name, "worst")]
@@ -236,8 +239,14 @@ def check_command(args):
         for r in failures:
             print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
             print(f"  repro: {r.repro}")
+    if skipped:
+        reasons = sorted({r.message for r in skipped})
+        print(f"\n{len(skipped)} skipped (backend, case) pairs:")
+        for reason in reasons:
+            print(f"- {sum(r.message == reason for r in skipped)} x {reason}")
     total = sum(len(rs) for rs in results.values())
-    print(f"\n{total - len(failures)} passed, {len(failures)} failed")
+    print(f"\n{total - len(failures) - len(skipped)} passed, {len(failures)} failed"
+          + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failures else 0
 
 
@@ -307,14 +316,14 @@ def bench_command(args):
                                   "% copy", "% roof", "TFLOP/s", "vs torch"], tablefmt="github"))
     for r in records:
         if r.verdict != "pass":
-            print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")
+            print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")  # skips say why
     if args.out:
         print(f"wrote {args.out}")
     if args.pytest_benchmark:
         BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
     if args.flashinfer_trace:
         BN.write_flashinfer_trace(args.flashinfer_trace, device, records)
-    return 1 if any(r.verdict != "pass" for r in records) else 0
+    return 1 if any(r.verdict not in ("pass", "skip") for r in records) else 0
 
 
 def _speedups(records):

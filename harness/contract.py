@@ -49,6 +49,11 @@ class InputError(ValueError):
         self.argument = argument
 
 
+class Unsupported(NotImplementedError):
+    """Valid input that a backend does not implement (a peer kernel's limits: heads, k, an op it
+    lacks). Raised after validation; the harness reports the case as skipped with this reason."""
+
+
 # ---------------------------------------------------------------------------------------------
 # small building blocks
 

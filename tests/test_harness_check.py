@@ -219,3 +219,44 @@ def test_flashinfer_trace_lines_parse_with_flashinfer_bench(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     for line in path.read_text().splitlines():
         assert trace.Trace.model_validate_json(line).evaluation.status.value == "PASSED"
+
+
+PARTIAL_BACKEND = (
+    "from harness import contract\n"
+    "import references\n"
+    "from references import compress, indexer_logits, sparse_attention\n"
+    "def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):\n"
+    "    contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)\n"
+    "    if k != 512:\n"
+    "        raise contract.Unsupported(f'k={k}: this kernel is built for k=512 only')\n"
+    "    return references.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)\n")
+
+
+def test_a_declined_case_is_skipped_with_its_reason(tmp_path, monkeypatch):
+    (tmp_path / "partial_backend.py").write_text(PARTIAL_BACKEND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    backend = backends.load("partial_backend", "cpu")
+    declined = K.check_case(backend, C.find("topk_indices", "long-k1024"), "cpu")
+    assert declined.status == "skip" and not declined.failed and "k=1024" in declined.message
+    assert K.check_case(backend, C.find("topk_indices", "long-k512"), "cpu").ok
+    bad = [c for c in C.select(["topk_indices"]) if c.family == "bad-input"][0]
+    assert K.check_case(backend, bad, "cpu").ok  # validation still comes first
+
+
+def test_cli_counts_skips_apart_from_failures(tmp_path):
+    (tmp_path / "partial_backend.py").write_text(PARTIAL_BACKEND)
+    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    run = lambda *a: subprocess.run([sys.executable, "-m", "harness", *a], cwd=ROOT, env=env,  # noqa: E731
+                                    capture_output=True, text=True, timeout=600)
+    r = run("check", "--backend", "partial_backend", "--device", "cpu", "--ops", "topk_indices")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "skipped" in r.stdout and "k=2048: this kernel is built for k=512 only" in r.stdout
+    assert " 0 failed, " in r.stdout
+    out = tmp_path / "bench.json"
+    b = run("bench", "--backend", "partial_backend", "--device", "cpu", "--cases", "quick", "--ops", "topk_indices",
+            "--reps", "2", "--out", str(out))
+    assert b.returncode == 0, b.stdout + b.stderr
+    import json
+    verdicts = {r["case"]: (r["verdict"], r["timing"]) for r in json.loads(out.read_text())["records"]}
+    assert verdicts["long-k1024"][0] == "skip" and verdicts["long-k1024"][1] is None
+    assert verdicts["long-k512"][0] == "pass" and verdicts["long-k512"][1]

@@ -1,0 +1,16 @@
+"""Peer backends: public packages' DeepSeek-V4 kernels behind the SPEC API, so `harness check`
+verifies them and `harness bench` times them beside ours. Each module adapts one package:
+
+| registry name | module | package | ops |
+| --- | --- | --- | --- |
+| `sglang` | `sglang_dsv4` | `sglang` (jit_kernel/dsv4, compiled at first use through apache-tvm-ffi) | compress (ring mode), topk_indices |
+| `deepgemm` | `deepgemm_logits` | `sgl-deep-gemm` | indexer_logits |
+| `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention |
+| `flashinfer` | `flashinfer_topk` | `flashinfer-python` | topk_indices |
+
+An adapter converts SPEC inputs to the peer's layout once per input (a conversion cache keyed on
+the tensors' storage and version, filled by the warm-up calls, so the timed calls reuse it), says
+which cases it does not support by raising `harness.contract.Unsupported` after validation (the
+harness reports those cases as skipped, with the reason), and reports a missing package through
+`unavailable_reason`. The peer packages are imported at first use, never at import.
+"""

@@ -1,0 +1,145 @@
+"""SGLang's DeepSeek-V4 kernels (package `sglang`, `jit_kernel/dsv4`, compiled at first use through
+apache-tvm-ffi) as the SPEC's `compress` and `topk_indices`.
+
+Loading: importing all of `sglang` needs its whole serving stack, so `_load` imports only the
+launchers, with light stand-ins for `sglang`, `sglang.utils` (the JIT helpers want `is_in_ci`) and
+`sglang.jit_kernel.dsv4` (whose `__init__` pulls in every DSv4 kernel).
+
+compress: SGLang's legacy ring buffer is the SPEC's ring, seen as pages (C4: [S*2, 4, 4d], two
+pages of 4 positions per request, slot p % 8; C128: [S, 128, 2d]); `state_rows` are its request
+indices. C4's `ape` [4, 2d] becomes SGLang's [8, d] (overlap rows, then current rows; once per ape).
+A call whose extends are all 1 takes the decode kernel (one output row per request; the rows of
+requests that emitted are gathered), any other the prefill kernel (compact output, the SPEC's
+order). Plans are built once per (lengths, rows) and reused by the timed calls. Supported: ring
+mode, d in {128, 512}, every extend >= 1, at most 65535 new tokens per call. SGLang writes only the
+rows a later emission reads (from the overlap block of the last emission on), where the SPEC keeps
+the last min(W, length) positions: the harness's state check shows where that differs.
+
+topk_indices: `topk_transform_512_v2` (k <= 2048; its routing plan once per seq_lens), or with
+DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+import torch
+
+from harness import contract
+from kernels_peers._common import ConversionCache, declining, unavailable
+
+TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
+HEAD_DIMS = (128, 512)
+MAX_TOKENS = 65535  # the plans index tokens with 16 bits
+_cache = ConversionCache()
+_root = None
+
+indexer_logits, sparse_attention = declining("SGLang's dsv4 adapter", "indexer_logits", "sparse_attention")
+
+
+def unavailable_reason(device):
+    return unavailable(device, "sglang", "tvm_ffi")
+
+
+def _load(submodule):
+    """sglang.jit_kernel.dsv4.<submodule> without importing the rest of sglang."""
+    global _root
+    name = f"sglang.jit_kernel.dsv4.{submodule}"
+    if name not in sys.modules:
+        if _root is None:
+            _root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+        _stand_in("sglang", path=_root)
+        _stand_in("sglang.utils", is_in_ci=lambda: False)
+        _stand_in("sglang.jit_kernel.dsv4", path=_root / "jit_kernel" / "dsv4")
+    return importlib.import_module(name)
+
+
+def _stand_in(name, path=None, **attrs):
+    if name in sys.modules:  # the real module (or our stand-in) is there already
+        return
+    module = types.ModuleType(name)
+    if path is not None:
+        module.__path__ = [str(path)]
+    module.__dict__.update(attrs)
+    sys.modules[name] = module
+
+
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
+    if not layout.batch:
+        return out
+    topk = _load("topk")
+    if TOPK_VERSION == "v1":
+        if k not in (512, 1024):
+            raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512 (v1) is built for k in (512, 1024)")
+        topk.topk_transform_512(logits, seq_lens, page_table, out, page_size)
+    else:
+        if k > 2048:
+            raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512_v2 takes k <= 2048")
+        plan = _cache.get((seq_lens,), "topk-plan", lambda: topk.plan_topk_v2(seq_lens))
+        topk.topk_transform_512_v2(logits, seq_lens, page_table, out, page_size, plan)
+    return out
+
+
+def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
+             validate=True):
+    layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
+                                     extend_lens=extend_lens, mode=mode, state_rows=state_rows,
+                                     page_table=page_table, validate=validate)
+    if mode != "ring":
+        raise contract.Unsupported(f"mode={mode!r}: the adapter maps SGLang's legacy ring buffer (mode='ring') only")
+    if layout.d not in HEAD_DIMS:
+        raise contract.Unsupported(f"d={layout.d}: SGLang's compressors are built for d in {HEAD_DIMS}")
+    kernels = _load("compress")
+    plan, emitted = _cache.get((prefix_lens, extend_lens, state_rows), ("plan", ratio),
+                               lambda: ring_plan(kernels, ratio, prefix_lens, extend_lens, state_rows))
+    bias = _cache.get((ape,), "ape", lambda: sglang_ape(ape, ratio))
+    out = kernels.compress_forward(ring_pages(state, ratio), kv_score, bias, plan, head_dim=layout.d,
+                                   compress_ratio=ratio)
+    return out if emitted is None else out.index_select(0, emitted)
+
+
+def sglang_ape(ape, ratio):
+    """C4: SPEC [4, 2d] (overlap bias | current bias per row) -> SGLang [8, d] (4 overlap rows,
+    then 4 current rows). C128: the same [128, d]."""
+    if ratio == 128:
+        return ape
+    d = ape.shape[1] // 2
+    return torch.cat([ape[:, :d], ape[:, d:]]).contiguous()
+
+
+def ring_pages(state, ratio):
+    """The SPEC ring [S, W, E] as SGLang's pages: C4 [S*2, 4, E] (slot p % 8 = page (p // 4) % 2,
+    row p % 4), C128 [S, 128, E]. A view."""
+    rows = 4 if ratio == 4 else 128
+    return state.view(-1, rows, state.shape[-1])
+
+
+def emitting_requests(prefix, ratio):
+    """Decode (one new token per request): the requests whose token completes an entry."""
+    return [b for b, p in enumerate(prefix) if (p + 1) % ratio == 0]
+
+
+def ring_plan(kernels, ratio, prefix_lens, extend_lens, state_rows):
+    """(SGLang plan, rows of the decode output to keep or None) for these lengths; declines what
+    the legacy plans cannot express."""
+    prefix, extend = prefix_lens.tolist(), extend_lens.tolist()
+    if any(e == 0 for e in extend):
+        raise contract.Unsupported("an extend of 0 tokens: SGLang's plans need at least one new token per request")
+    if sum(extend) > MAX_TOKENS:
+        raise contract.Unsupported(f"{sum(extend)} new tokens: SGLang's plans take at most {MAX_TOKENS} per call")
+    rid = state_rows.long()
+    if all(e == 1 for e in extend):
+        plan = kernels.CompressorDecodePlan.generate_legacy(ratio, rid, (prefix_lens + 1).long())
+        keep = torch.tensor(emitting_requests(prefix, ratio), dtype=torch.long, device=prefix_lens.device)
+        return plan, keep
+    seq = torch.tensor([p + e for p, e in zip(prefix, extend)], dtype=torch.int64)
+    plan = kernels.CompressorPrefillPlan.generate_legacy(ratio, rid, seq, torch.tensor(extend, dtype=torch.int64),
+                                                         sum(extend), prefix_lens.device)
+    return plan, None

@@ -1,0 +1,204 @@
+"""The peer adapters' own parts on the CPU: layout conversions, the conversion cache, which cases
+each declines, and each adapter end to end through the harness's checker with a stand-in for the
+peer package that computes the peer's documented semantics on the peer's layout (so a conversion
+mistake fails the SPEC comparison). The real packages run only on the GPU (kernels_peers/)."""
+
+import math
+import sys
+import types
+
+import pytest
+import torch
+
+from harness import backends
+from harness import cases as C
+from harness import check as K
+from harness import contract
+from kernels_peers import _common, deepgemm_logits, flashinfer_topk, flashmla_sparse, sglang_dsv4
+
+
+def _run(module, op, monkeypatch, fake_name, fake):
+    """Every quick case of `op` through `module` with `fake` standing in for the peer package:
+    (passed, skipped) case lists; any failure fails the test."""
+    monkeypatch.setitem(sys.modules, fake_name, fake)
+    backend = backends.Backend(module.__name__, module)
+    passed, skipped = [], []
+    for case in C.select([op]):
+        r = K.check_case(backend, case, "cpu")
+        assert not r.failed, f"{case.id}: {r.message}"
+        (skipped if r.status == "skip" else passed).append(case.name)
+    return passed, skipped
+
+
+def test_token_page_table_follows_the_spec_mapping():
+    g = torch.Generator().manual_seed(0)
+    table = torch.randint(0, 50, (3, 5), generator=g, dtype=torch.int32)
+    table[1, 2] = -1
+    slots = _common.token_page_table(table, 4, 24)  # 24 columns: past the 5 x 4 the table covers
+    assert slots.dtype == torch.int32 and slots.shape == (3, 24)
+    for b in range(3):
+        for t in range(24):
+            page = table[b, t // 4].item() if t // 4 < 5 else -1
+            assert slots[b, t].item() == (page * 4 + t % 4 if page >= 0 else -1)
+    assert (_common.token_page_table(table[:, :0], 4, 3) == -1).all()
+
+
+def test_conversion_cache_rebuilds_after_an_in_place_change():
+    cache, built = _common.ConversionCache(size=2), []
+    x = torch.arange(4)
+    get = lambda: cache.get((x,), "tag", lambda: built.append(1) or x.sum().item())  # noqa: E731
+    assert get() == 6 and get() == 6 and len(built) == 1
+    x.add_(1)  # bumps the version
+    assert get() == 10 and len(built) == 2
+
+
+def test_a_peer_reports_a_missing_package():
+    assert "CUDA devices only" in _common.unavailable("cpu", "deep_gemm")
+    assert "no_such_package_xyz" in (_common.unavailable("cuda", "no_such_package_xyz") or "")
+
+
+def test_every_peer_declines_the_ops_it_lacks_after_validation():
+    backend = backends.Backend("flashmla", flashmla_sparse)
+    declined = K.check_case(backend, C.find("topk_indices", "long-k512"), "cpu")
+    assert declined.status == "skip" and "FlashMLA has no topk_indices kernel" in declined.message
+    bad = [c for c in C.select(["compress"]) if c.family == "bad-input"]
+    assert all(K.check_case(backend, c, "cpu").ok for c in bad)  # bad input still named first
+
+
+# --- DeepGEMM: the SPEC cache seen as [blocks, 64, 1, 132], q with next_n = 1, 2-D context_lens
+
+
+def _fake_deep_gemm():
+    def fp8_paged_mqa_logits(q, kv, weights, lens, block_table, schedule, max_len, clean_logits=False):
+        assert q.shape[1] == 1 and lens.dim() == 2 and kv.shape[1:] == (64, 1, 132) and clean_logits
+        raw = kv.reshape(kv.shape[0], -1)  # DeepGEMM's block: 64 x 128 key bytes, then 64 float32 scales
+        keys = raw[:, :64 * 128].contiguous().view(torch.float8_e4m3fn).float().view(-1, 64, 128)
+        scales = raw[:, 64 * 128:].contiguous().view(torch.float32)
+        out = torch.full((q.shape[0], max_len), -math.inf)
+        for b in range(q.shape[0]):
+            n = int(lens[b, 0])
+            blocks = block_table[b, :(n + 63) // 64].long()
+            k, s = keys[blocks].reshape(-1, 128)[:n], scales[blocks].reshape(-1)[:n]
+            out[b, :n] = (weights[b, :, None] * torch.relu((q[b, 0].float() @ k.T) * s)).sum(0)
+        return out
+    return types.SimpleNamespace(fp8_paged_mqa_logits=fp8_paged_mqa_logits, get_num_sms=lambda: 132,
+                                 get_paged_mqa_logits_metadata=lambda lens, block, sms: torch.zeros(sms + 1, 2))
+
+
+def test_deepgemm_adapter_layouts(monkeypatch):
+    passed, skipped = _run(deepgemm_logits, "indexer_logits", monkeypatch, "deep_gemm", _fake_deep_gemm())
+    assert passed and skipped  # H = 64 cases run, the others are declined
+
+
+# --- FlashMLA: kv as [N, 1, 512], indices as [B, 1, K]
+
+
+def _fake_flash_mla():
+    def flash_mla_sparse_fwd(q, kv, indices, sm_scale, d_v=512, attn_sink=None, topk_length=None, use_legacy=False,
+                             return_log2_lse=None):
+        assert kv.shape[1] == 1 and indices.shape[1] == 1 and d_v == 512
+        out = torch.zeros(q.shape, dtype=torch.float32)
+        lse = torch.full(q.shape[:2], -math.inf)
+        for b in range(q.shape[0]):
+            idx = indices[b, 0]
+            rows = kv[idx[idx >= 0].long(), 0].float()
+            if not len(rows):
+                continue
+            s = (q[b].float() @ rows.T) * sm_scale
+            lse[b] = torch.logsumexp(s, -1)
+            o = torch.exp(s - lse[b, :, None]) @ rows
+            if attn_sink is not None:
+                o = o / (1 + torch.exp(attn_sink - lse[b]))[:, None]
+            out[b] = o
+        return out.to(torch.bfloat16), None, lse
+    return types.SimpleNamespace(flash_mla_sparse_fwd=flash_mla_sparse_fwd)
+
+
+def test_flashmla_adapter_layouts(monkeypatch):
+    passed, skipped = _run(flashmla_sparse, "sparse_attention", monkeypatch, "flash_mla", _fake_flash_mla())
+    assert passed and skipped  # H in (64, 128) with K a multiple of 64 run, the others are declined
+
+
+# --- FlashInfer: one physical slot per token
+
+
+def _fake_flashinfer():
+    def top_k_page_table_transform(scores, src_page_table, lengths, k, row_to_batch=None):
+        out = torch.full((scores.shape[0], k), -1, dtype=torch.int32)
+        for i in range(scores.shape[0]):
+            n = int(lengths[i])
+            chosen = torch.arange(n) if n <= k else torch.sort(scores[i, :n], descending=True, stable=True).indices[:k]
+            out[i, :len(chosen)] = src_page_table[i, chosen]
+        return out
+    return types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform)
+
+
+def test_flashinfer_adapter_layouts(monkeypatch):
+    passed, skipped = _run(flashinfer_topk, "topk_indices", monkeypatch, "flashinfer", _fake_flashinfer())
+    assert passed and not skipped
+
+
+# --- SGLang: the ring as pages, the C4 bias rows, the decode rows kept, the plans' limits
+
+
+def test_sglang_ring_pages_are_the_spec_ring():
+    state = torch.randn(3, 8, 16)
+    pages = sglang_dsv4.ring_pages(state, 4)
+    assert pages.shape == (6, 4, 16) and pages.data_ptr() == state.data_ptr()
+    for row in range(3):
+        for p in range(16):  # SGLang: page row*2 + (p // 4) % 2, slot p % 4
+            assert torch.equal(pages[row * 2 + (p // 4) % 2, p % 4], state[row, p % 8])
+    assert sglang_dsv4.ring_pages(torch.randn(2, 128, 8), 128).shape == (2, 128, 8)
+
+
+def test_sglang_ape_rows():
+    ape = torch.randn(4, 2 * 8)
+    bias = sglang_dsv4.sglang_ape(ape, 4)
+    assert bias.shape == (8, 8)
+    assert torch.equal(bias[:4], ape[:, :8]) and torch.equal(bias[4:], ape[:, 8:])
+    assert sglang_dsv4.sglang_ape(torch.randn(128, 8), 128).shape == (128, 8)
+
+
+def test_sglang_plans():
+    calls = {}
+
+    class Plan:
+        @staticmethod
+        def generate_legacy(*args):
+            calls.setdefault("plan", []).append(args)
+            return "plan"
+
+    kernels = types.SimpleNamespace(CompressorDecodePlan=Plan, CompressorPrefillPlan=Plan)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    plan, keep = sglang_dsv4.ring_plan(kernels, 4, i32(3, 4, 11), i32(1, 1, 1), i32(2, 0, 1))
+    ratio, rid, seq = calls["plan"][-1]
+    assert ratio == 4 and rid.dtype == torch.int64 and rid.tolist() == [2, 0, 1] and seq.tolist() == [4, 5, 12]
+    assert keep.tolist() == [0, 2]  # positions 3 and 11 complete an entry, 4 does not
+    plan, keep = sglang_dsv4.ring_plan(kernels, 128, i32(0, 100), i32(130, 5), i32(0, 1))
+    ratio, rid, seq, ext, tokens, device = calls["plan"][-1]
+    assert keep is None and seq.tolist() == [130, 105] and ext.tolist() == [130, 5] and tokens == 135
+    with pytest.raises(contract.Unsupported, match="extend of 0"):
+        sglang_dsv4.ring_plan(kernels, 4, i32(0, 4), i32(3, 0), i32(0, 1))
+    with pytest.raises(contract.Unsupported, match="65535"):
+        sglang_dsv4.ring_plan(kernels, 4, i32(0), i32(70000), i32(0))
+
+
+def test_sglang_declines_what_it_does_not_map():
+    backend = backends.Backend("sglang", sglang_dsv4)
+    paged = [c for c in C.select(["compress"]) if c.params.get("mode") == "paged"][0]
+    r = K.check_case(backend, paged, "cpu")
+    assert r.status == "skip" and "mode='paged'" in r.message
+
+
+def test_sglang_loads_only_the_launchers():
+    pytest.importorskip("sglang")  # where the wheel is installed: the stand-ins must let these import
+    assert sglang_dsv4._load("topk").topk_transform_512_v2 and sglang_dsv4._load("compress").compress_forward
+
+
+def test_conversion_cache_is_not_fooled_by_reused_memory():
+    cache = _common.ConversionCache()
+    first = torch.arange(1000)
+    assert cache.get((first,), "t", lambda: first.sum().item()) == sum(range(1000))
+    del first  # the cache keeps it alive, so the next tensor cannot take its memory and its key
+    second = torch.arange(1000) * 2
+    assert cache.get((second,), "t", lambda: second.sum().item()) == 2 * sum(range(1000))
