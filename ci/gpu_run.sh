@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# shellcheck source=ci/use_wheels.sh
+source ci/use_wheels.sh
 backends=("${@:-triton}")
 flags=()
 for b in "${backends[@]}"; do flags+=(--backend "$b"); done

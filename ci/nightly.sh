@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out/nightly}
 mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# shellcheck source=ci/use_wheels.sh
+source ci/use_wheels.sh
 gpus=$(python3 -c "import torch; print(torch.cuda.device_count())")
 [ "$gpus" -ge 1 ] || { echo "nightly: no CUDA device"; exit 2; }
 gpu_dir=results/$(python3 -c "import torch; print(torch.cuda.get_device_name().split()[-1].lower())")

@@ -303,8 +303,7 @@ def bench_command(args):
             print(f"[{len(records)}/{total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
             if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
                 _speedups(records)
-                BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env,
-                              complete=len(records) == total)
+                BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
     _speedups(records)
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
@@ -318,6 +317,7 @@ def bench_command(args):
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")  # skips say why
     if args.out:
+        BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env)
         print(f"wrote {args.out}")
     if args.pytest_benchmark:
         BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
