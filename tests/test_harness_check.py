@@ -71,8 +71,9 @@ def test_catalogue_names_are_unique_and_cover_the_edge_cases():
     assert {(4, "ring"), (4, "paged"), (128, "ring"), (128, "paged"), (128, "online")} <= modes
 
 
-def _cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def _cli(*args, path=()):
+    """The CLI in a subprocess from the repo root; `path`: more folders for PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), *map(str, path)]))
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
 
@@ -245,9 +246,7 @@ def test_a_declined_case_is_skipped_with_its_reason(tmp_path, monkeypatch):
 
 def test_cli_counts_skips_apart_from_failures(tmp_path):
     (tmp_path / "partial_backend.py").write_text(PARTIAL_BACKEND)
-    env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
-    run = lambda *a: subprocess.run([sys.executable, "-m", "harness", *a], cwd=ROOT, env=env,  # noqa: E731
-                                    capture_output=True, text=True, timeout=600)
+    run = lambda *a: _cli(*a, path=[tmp_path])  # noqa: E731
     r = run("check", "--backend", "partial_backend", "--device", "cpu", "--ops", "topk_indices")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "skipped" in r.stdout and "k=2048: this kernel is built for k=512 only" in r.stdout
