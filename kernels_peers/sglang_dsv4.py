@@ -5,15 +5,25 @@ Loading: importing all of `sglang` needs its whole serving stack, so `_load` imp
 launchers, with light stand-ins for `sglang`, `sglang.utils` (the JIT helpers want `is_in_ci`) and
 `sglang.jit_kernel.dsv4` (whose `__init__` pulls in every DSv4 kernel).
 
-compress: SGLang's legacy ring buffer is the SPEC's ring, seen as pages (C4: [S*2, 4, 4d], two
-pages of 4 positions per request, slot p % 8; C128: [S, 128, 2d]); `state_rows` are its request
-indices. C4's `ape` [4, 2d] becomes SGLang's [8, d] (overlap rows, then current rows; once per ape).
-A call whose extends are all 1 takes the decode kernel (one output row per request; the rows of
-requests that emitted are gathered), any other the prefill kernel (compact output, the SPEC's
-order). Plans are built once per (lengths, rows) and reused by the timed calls. Supported: ring
-mode, d in {128, 512}, every extend >= 1, at most 65535 new tokens per call. SGLang writes only the
-rows a later emission reads (from the overlap block of the last emission on), where the SPEC keeps
-the last min(W, length) positions: the harness's state check shows where that differs.
+compress, three SPEC modes onto SGLang's plans (decode and prefill kernels, C4 and C128):
+- ring: SGLang's legacy ring buffer is the SPEC's ring seen as pages (C4: [S*2, 4, 4d], two pages
+  of 4 positions per request, slot p % 8; C128: [S, 128, 2d]); `state_rows` are its request
+  indices. SGLang writes only the rows a later emission reads (from the overlap block of the last
+  emission on), where the SPEC keeps the last min(W, length) positions: the harness's state check
+  shows where that differs.
+- paged (C4 only): SGLang's SWA-paged plans with one position per slot: req_to_token holds the
+  SPEC's slot of every position (page_table[b, p // 4] * 4 + p % 4), full_to_state is the
+  identity, and swa_page_size = ring_size = 4 make the state slot that slot (and make the prefill
+  plan write every new row, as the SPEC asks). Declined where a block the call touches (the
+  previous block to the last new one) has no page: SGLang's plans would index slot -1. C128's plans
+  ignore the page table (a ring per request), so C128 paged is declined.
+- online (C128, d = 512): SGLang's online state row is [max | sum | mean], the SPEC's [3, d];
+  `state_rows` are its slots (req_pool_indices, state_slot_offset 0).
+C4's `ape` [4, 2d] becomes SGLang's [8, d] (overlap rows, then current rows; once per ape). A call
+whose extends are all 1 takes the decode kernel (one output row per request; the rows of requests
+that emitted are gathered), any other the prefill kernel (compact output, the SPEC's order). Plans
+are built once per (lengths, rows, table) and reused by the timed calls. Every extend must be >= 1
+and a call takes at most 65535 new tokens (65536 online): the plans index tokens with 16 bits.
 
 topk_indices: `topk_transform_512_v2` (k <= 2048; its routing plan once per seq_lens), or with
 DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}).
@@ -31,10 +41,11 @@ from pathlib import Path
 import torch
 
 from harness import contract
-from kernels_peers._common import ConversionCache, declining, unavailable
+from kernels_peers._common import ConversionCache, declining, token_page_table, unavailable
 
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
 HEAD_DIMS = (128, 512)
+ONLINE_HEAD_DIM = 512
 MAX_TOKENS = 65535  # the plans index tokens with 16 bits
 _cache = ConversionCache()
 _root = None
@@ -92,16 +103,21 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
-    if mode != "ring":
-        raise contract.Unsupported(f"mode={mode!r}: the adapter maps SGLang's legacy ring buffer (mode='ring') only")
+    if mode == "paged" and ratio != 4:
+        raise contract.Unsupported("mode='paged' at ratio 128: SGLang keeps C128 state in a ring per request "
+                                   "(mode='ring') or online (mode='online'), not in pages")
     if layout.d not in HEAD_DIMS:
         raise contract.Unsupported(f"d={layout.d}: SGLang's compressors are built for d in {HEAD_DIMS}")
+    if mode == "online" and layout.d != ONLINE_HEAD_DIM:
+        raise contract.Unsupported(f"d={layout.d}: SGLang's online C128 compressor is built for d = {ONLINE_HEAD_DIM}")
     kernels = _load("compress")
-    plan, emitted = _cache.get((prefix_lens, extend_lens, state_rows), ("plan", ratio),
-                               lambda: ring_plan(kernels, ratio, prefix_lens, extend_lens, state_rows))
+    sources = tuple(t for t in (prefix_lens, extend_lens, state_rows, page_table) if t is not None)
+    plan, emitted = _cache.get(sources, (mode, ratio, state.shape[0]),
+                               lambda: plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows,
+                                                page_table, state.shape[0]))
     bias = _cache.get((ape,), "ape", lambda: sglang_ape(ape, ratio))
-    out = kernels.compress_forward(ring_pages(state, ratio), kv_score, bias, plan, head_dim=layout.d,
-                                   compress_ratio=ratio)
+    out = kernels.compress_forward(state_buffer(state, mode, ratio), kv_score, bias, plan, head_dim=layout.d,
+                                   compress_ratio=ratio, is_online=mode == "online")
     return out if emitted is None else out.index_select(0, emitted)
 
 
@@ -112,6 +128,16 @@ def sglang_ape(ape, ratio):
         return ape
     d = ape.shape[1] // 2
     return torch.cat([ape[:, :d], ape[:, d:]]).contiguous()
+
+
+def state_buffer(state, mode, ratio):
+    """The SPEC state as the buffer SGLang's kernels take (a view): ring -> ring_pages; paged C4
+    [P, 4, 4d] as it is; online [S, 3, d] -> [S, 1, 3d]."""
+    if mode == "ring":
+        return ring_pages(state, ratio)
+    if mode == "online":
+        return state.view(state.shape[0], 1, -1)
+    return state
 
 
 def ring_pages(state, ratio):
@@ -126,20 +152,47 @@ def emitting_requests(prefix, ratio):
     return [b for b, p in enumerate(prefix) if (p + 1) % ratio == 0]
 
 
-def ring_plan(kernels, ratio, prefix_lens, extend_lens, state_rows):
+def paged_slots(page_table, prefix, extend, ratio=4):
+    """req_to_token for SGLang's paged plans: the SPEC slot of every position [B, max end] (int32).
+    Declines a call where a block it touches, from the one before the prefix's last to the last new
+    one, has no page (SGLang's plans look up every such position)."""
+    table = page_table.cpu()
+    for b, (p, e) in enumerate(zip(prefix, extend)):
+        first, last = max(0, p // ratio - 1), (p + e - 1) // ratio
+        if last >= table.shape[1] or (table[b, first:last + 1] < 0).any():
+            raise contract.Unsupported(f"request {b}: a block in {first}..{last} has no page; SGLang's paged plans "
+                                       "read and write every position from the previous block on")
+    return token_page_table(page_table, ratio, max(p + e for p, e in zip(prefix, extend)))
+
+
+def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_table, state_len):
     """(SGLang plan, rows of the decode output to keep or None) for these lengths; declines what
-    the legacy plans cannot express."""
+    SGLang's plans cannot express."""
     prefix, extend = prefix_lens.tolist(), extend_lens.tolist()
     if any(e == 0 for e in extend):
         raise contract.Unsupported("an extend of 0 tokens: SGLang's plans need at least one new token per request")
-    if sum(extend) > MAX_TOKENS:
-        raise contract.Unsupported(f"{sum(extend)} new tokens: SGLang's plans take at most {MAX_TOKENS} per call")
-    rid = state_rows.long()
-    if all(e == 1 for e in extend):
-        plan = kernels.CompressorDecodePlan.generate_legacy(ratio, rid, (prefix_lens + 1).long())
-        keep = torch.tensor(emitting_requests(prefix, ratio), dtype=torch.long, device=prefix_lens.device)
-        return plan, keep
-    seq = torch.tensor([p + e for p, e in zip(prefix, extend)], dtype=torch.int64)
-    plan = kernels.CompressorPrefillPlan.generate_legacy(ratio, rid, seq, torch.tensor(extend, dtype=torch.int64),
-                                                         sum(extend), prefix_lens.device)
-    return plan, None
+    limit = MAX_TOKENS + (mode == "online")  # the online plan bounds the last token's index, not the count
+    if sum(extend) > limit:
+        raise contract.Unsupported(f"{sum(extend)} new tokens: SGLang's plans take at most {limit} per call")
+    device = prefix_lens.device
+    seq = (prefix_lens + extend_lens).long()
+    decode = all(e == 1 for e in extend)
+    keep = torch.tensor(emitting_requests(prefix, ratio), dtype=torch.long, device=device) if decode else None
+    Decode, Prefill = kernels.CompressorDecodePlan, kernels.CompressorPrefillPlan
+    if mode == "ring":
+        rid = state_rows.long()
+        if decode:
+            return Decode.generate_legacy(ratio, rid, seq), keep
+        return Prefill.generate_legacy(ratio, rid, seq.cpu(), extend_lens.long().cpu(), sum(extend), device), keep
+    if mode == "online":
+        rid, unused = state_rows.long(), torch.zeros((1, 1), dtype=torch.int32, device=device)  # slot = rid
+        if decode:
+            return Decode.generate_online(seq, rid, unused), keep
+        return Prefill.generate_online(seq, extend_lens.long(), rid, unused, sum(extend)), keep
+    slots = paged_slots(page_table, prefix, extend, ratio)
+    rid = torch.arange(len(prefix), dtype=torch.long, device=device)  # a request's row of `slots`
+    identity = torch.arange(state_len * ratio, dtype=torch.long, device=device)  # full_to_state
+    if decode:
+        return Decode.generate(ratio, rid, slots, identity, seq, ratio, ratio), keep
+    return Prefill.generate(ratio, rid, seq.cpu(), extend_lens.long().cpu(), slots, identity, ratio, ratio,
+                            sum(extend)), keep

@@ -159,35 +159,81 @@ def test_sglang_ape_rows():
     assert sglang_dsv4.sglang_ape(torch.randn(128, 8), 128).shape == (128, 8)
 
 
-def test_sglang_plans():
-    calls = {}
+class _PlanRecorder:
+    """SGLang's plan classes, recording each generator's name and arguments."""
+    calls = []
 
-    class Plan:
-        @staticmethod
-        def generate_legacy(*args):
-            calls.setdefault("plan", []).append(args)
-            return "plan"
+    def __getattr__(self, name):
+        return lambda *args: self.calls.append((name, args)) or name
 
-    kernels = types.SimpleNamespace(CompressorDecodePlan=Plan, CompressorPrefillPlan=Plan)
-    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
-    plan, keep = sglang_dsv4.ring_plan(kernels, 4, i32(3, 4, 11), i32(1, 1, 1), i32(2, 0, 1))
-    ratio, rid, seq = calls["plan"][-1]
-    assert ratio == 4 and rid.dtype == torch.int64 and rid.tolist() == [2, 0, 1] and seq.tolist() == [4, 5, 12]
+
+def _plan_kernels():
+    _PlanRecorder.calls = []
+    return types.SimpleNamespace(CompressorDecodePlan=_PlanRecorder(), CompressorPrefillPlan=_PlanRecorder())
+
+
+def _i32(*values):
+    return torch.tensor(values, dtype=torch.int32)
+
+
+def test_sglang_ring_plans():
+    kernels = _plan_kernels()
+    plan, keep = sglang_dsv4.plan_for(kernels, "ring", 4, _i32(3, 4, 11), _i32(1, 1, 1), _i32(2, 0, 1), None, 3)
+    name, (ratio, rid, seq) = _PlanRecorder.calls[-1]
+    assert name == "generate_legacy" and ratio == 4 and rid.dtype == torch.int64 and rid.tolist() == [2, 0, 1]
+    assert seq.tolist() == [4, 5, 12]
     assert keep.tolist() == [0, 2]  # positions 3 and 11 complete an entry, 4 does not
-    plan, keep = sglang_dsv4.ring_plan(kernels, 128, i32(0, 100), i32(130, 5), i32(0, 1))
-    ratio, rid, seq, ext, tokens, device = calls["plan"][-1]
+    plan, keep = sglang_dsv4.plan_for(kernels, "ring", 128, _i32(0, 100), _i32(130, 5), _i32(0, 1), None, 2)
+    name, (ratio, rid, seq, ext, tokens, device) = _PlanRecorder.calls[-1]
     assert keep is None and seq.tolist() == [130, 105] and ext.tolist() == [130, 5] and tokens == 135
     with pytest.raises(contract.Unsupported, match="extend of 0"):
-        sglang_dsv4.ring_plan(kernels, 4, i32(0, 4), i32(3, 0), i32(0, 1))
+        sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0, 4), _i32(3, 0), _i32(0, 1), None, 2)
     with pytest.raises(contract.Unsupported, match="65535"):
-        sglang_dsv4.ring_plan(kernels, 4, i32(0), i32(70000), i32(0))
+        sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(70000), _i32(0), None, 1)
+
+
+def test_sglang_online_plans_use_the_state_rows_as_slots():
+    kernels = _plan_kernels()
+    plan, keep = sglang_dsv4.plan_for(kernels, "online", 128, _i32(127, 5), _i32(1, 1), _i32(3, 1), None, 4)
+    name, (seq, rid, unused) = _PlanRecorder.calls[-1]
+    assert name == "generate_online" and seq.tolist() == [128, 6] and rid.tolist() == [3, 1]
+    assert keep.tolist() == [0]
+    sglang_dsv4.plan_for(kernels, "online", 128, _i32(0), _i32(65536), _i32(0), None, 1)  # 16-bit index of the last
+    name, (seq, ext, rid, unused, tokens) = _PlanRecorder.calls[-1]
+    assert seq.tolist() == [65536] and ext.tolist() == [65536] and tokens == 65536
+    with pytest.raises(contract.Unsupported, match="65536"):
+        sglang_dsv4.plan_for(kernels, "online", 128, _i32(0), _i32(65537), _i32(0), None, 1)
+
+
+def test_sglang_paged_plans_look_up_spec_slots():
+    kernels = _plan_kernels()
+    table = _i32(5, 2, 7, -1, -1, 4, 0, 1).view(2, 4)  # request 1 has no page for block 0 (released)
+    plan, keep = sglang_dsv4.plan_for(kernels, "paged", 4, _i32(11, 13), _i32(1, 1), None, table, 8)
+    name, (ratio, rid, slots, identity, seq, swa_page, ring) = _PlanRecorder.calls[-1]
+    assert name == "generate" and (ratio, swa_page, ring) == (4, 4, 4) and rid.tolist() == [0, 1]
+    assert identity.tolist() == list(range(32)) and seq.tolist() == [12, 14] and keep.tolist() == [0]
+    assert slots.shape == (2, 14) and slots[0, 11].item() == 7 * 4 + 3 and slots[1, 13].item() == 1 * 4 + 1
+    with pytest.raises(contract.Unsupported, match="no page"):  # request 1's previous block (0) is released
+        sglang_dsv4.plan_for(kernels, "paged", 4, _i32(11, 5), _i32(1, 1), None, table, 8)
+    sglang_dsv4.plan_for(kernels, "paged", 4, _i32(0, 12), _i32(9, 3), None, table, 8)
+    name, (ratio, rid, seq, ext, slots, identity, swa_page, ring, tokens) = _PlanRecorder.calls[-1]
+    assert seq.device.type == "cpu" and seq.tolist() == [9, 15] and ext.tolist() == [9, 3] and tokens == 12
+
+
+def test_sglang_state_buffers_are_views():
+    online = torch.randn(3, 3, 512)
+    buffer = sglang_dsv4.state_buffer(online, "online", 128)
+    assert buffer.shape == (3, 1, 1536) and buffer.data_ptr() == online.data_ptr()
+    assert torch.equal(buffer[1, 0, 512:1024], online[1, 1])  # [max | sum | mean]
+    paged = torch.randn(5, 4, 16)
+    assert sglang_dsv4.state_buffer(paged, "paged", 4) is paged
 
 
 def test_sglang_declines_what_it_does_not_map():
     backend = backends.Backend("sglang", sglang_dsv4)
-    paged = [c for c in C.select(["compress"]) if c.params.get("mode") == "paged"][0]
+    paged = [c for c in C.select(["compress"]) if c.params.get("mode") == "paged" and c.params["ratio"] == 128][0]
     r = K.check_case(backend, paged, "cpu")
-    assert r.status == "skip" and "mode='paged'" in r.message
+    assert r.status == "skip" and "mode='paged' at ratio 128" in r.message
 
 
 def test_sglang_loads_only_the_launchers():
