@@ -93,9 +93,9 @@ def compare_outputs(case, x, got, ref):
     if case.op == "compress":
         p, kw = case.params, x.kwargs
         totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
-        kept = None if p["mode"] == "online" else compare.compress_kept_slots(
-            x.args[2].shape, p["mode"], p["ratio"], totals, kw.get("state_rows"), kw.get("page_table"))
-        return compare.compress(got, ref, mode=p["mode"], kept=kept)
+        where = (x.args[2].shape, p["mode"], p["ratio"], totals, kw.get("state_rows"), kw.get("page_table"))
+        return compare.compress(got, ref, mode=p["mode"], kept=compare.compress_kept_slots(*where),
+                                read_later=compare.compress_read_later(*where))
     if case.op == "indexer_logits":
         return compare.indexer_logits(got, ref)
     if case.op == "topk_indices":
@@ -210,6 +210,19 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
         result.outputs = {"got": got, "inputs": x}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def cuda_context_lost(device):
+    """After an error: is the device's CUDA context broken? (An illegal address is sticky: every
+    later call in the process fails, so a run must stop rather than blame the cases after it.)"""
+    if torch.device(device).type != "cuda":
+        return False
+    try:
+        torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize(device)
+    except Exception:
+        return True
+    return False
 
 
 def _describe(err):

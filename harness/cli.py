@@ -203,14 +203,26 @@ def check_command(args):
           f"{len(chosen)} cases ({args.tier or 'quick'}{fuzz_note})")
     progress = Progress(len(chosen) * len(loaded), args.verbose)
     results = {b.name: [] for b in loaded}
+    lost = None
     for case in chosen:
         for backend in loaded:
             r = K.check_case(backend, case, device, keep_outputs=len(loaded) > 1)
             results[backend.name].append(r)
             progress.step(r)
+            if r.status == "error" and K.cuda_context_lost(device):
+                lost = r
+                break
+        if lost:
+            break
     progress.close()
 
     failures = [r for rs in results.values() for r in rs if r.failed]
+    if lost:
+        for r in failures:
+            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
+        _context_lost(lost.backend, lost.case.id, lost.message, len(chosen) * len(loaded) - sum(map(len, results.values())))
+        print(f"  repro: {lost.repro}")
+        return 2
     skipped = [r for rs in results.values() for r in rs if r.status == "skip"]
     for op in OPS:
         families = sorted({c.family for c in chosen if c.op == op}, key=lambda f: [c.family for c in chosen].index(f))
@@ -304,6 +316,9 @@ def bench_command(args):
             if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
                 _speedups(records)
                 BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
+            if r.verdict == "error" and K.cuda_context_lost(device):
+                _context_lost(backend.name, case.id, r.message, total - len(records))
+                return 2
     _speedups(records)
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
@@ -324,6 +339,11 @@ def bench_command(args):
     if args.flashinfer_trace:
         BN.write_flashinfer_trace(args.flashinfer_trace, device, records)
     return 1 if any(r.verdict not in ("pass", "skip") for r in records) else 0
+
+
+def _context_lost(backend, case, message, not_run):
+    print(f"\nstopped: {backend} {case} broke the CUDA context ({message}); {not_run} (backend, case) pairs were "
+          f"not run. Run them in a new process without that backend or case.", file=sys.stderr)
 
 
 def _speedups(records):

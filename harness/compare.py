@@ -117,42 +117,82 @@ def exact(got, ref, name):
 # per op
 
 
-def compress(got, ref, *, mode="ring", kept=None):
-    """got/ref: dict with "out" and "state" (the state after the call). kept: bool [S, W] of the
-    ring / paged slots the SPEC fixes after the call (compress_kept_slots); the rest are free."""
+def compress(got, ref, *, mode="ring", kept=None, read_later=None):
+    """got/ref: dict with "out" and "state" (the state after the call). kept: the state the SPEC
+    fixes after the call (compress_kept_slots; None compares all of it); the rest is free.
+    read_later: the part of it a later call can read (compress_read_later): when the state differs
+    only outside it, the message says so (an engine may skip writing state nothing reads)."""
     report = Report().merge("out", elementwise(got["out"], ref["out"], "out", atol=COMPRESS_BOUND))
+    state = _compress_state(got["state"], ref["state"], mode, kept)
+    if not state.ok and read_later is not None and _compress_state(got["state"], ref["state"], mode, read_later).ok:
+        state.message += ("; every difference lies in state the SPEC fixes but no later call reads "
+                          "(an engine may leave it unwritten)")
+    return report.merge("state", state)
+
+
+def _compress_state(g, r, mode, mask):
+    """Online state within the bound, raw rows (copies) exact; only where mask (rows [S] online,
+    slots [S, W] otherwise) is set, or everywhere without one."""
+    if mask is not None and g.shape == r.shape:
+        mask = mask.to(g.device)
+        mask = mask[:, None, None] if mode == "online" else mask[..., None]
+        g, r = torch.where(mask, g, 0.0), torch.where(mask, r, 0.0)
     if mode == "online":
-        return report.merge("state", elementwise(got["state"], ref["state"], "state", atol=COMPRESS_BOUND))
-    # raw rows are copies: exact in every slot that must hold a row or must stay untouched
-    g, r = got["state"], ref["state"]
-    if kept is not None and g.shape == r.shape:
-        kept = kept.to(g.device)
-        g, r = torch.where(kept[..., None], g, 0.0), torch.where(kept[..., None], r, 0.0)
-    return report.merge("state", exact(g, r, "state"))
+        return elementwise(g, r, "state", atol=COMPRESS_BOUND)
+    return exact(g, r, "state")
 
 
 def compress_kept_slots(state_shape, mode, ratio, totals, state_rows=None, page_table=None):
-    """bool [S, W]: the slots whose content the SPEC fixes after a call that leaves request b at
-    totals[b] positions. Ring: the last min(W, total) positions of each request's row, and every
-    row no request owns (untouched). Paged: each position < total whose block has a page, and every
-    page the table does not name (untouched). Other slots (positions not yet reached, or too old
-    for the ring) are free."""
+    """The state the SPEC fixes after a call that leaves request b at totals[b] positions. Ring:
+    the last min(W, total) positions of each request's row; paged: each position < total whose
+    block has a page; both as bool [S, W], with every row or page no request owns (untouched).
+    Online: None (all of it). Other slots (positions not yet reached, or too old for the ring) are
+    free."""
+    if mode == "online":
+        return None
+    start = (lambda t: max(0, t - state_shape[1])) if mode == "ring" else (lambda t: 0)
+    return _state_slots(state_shape, mode, ratio, [(start(t), t) for t in totals], state_rows, page_table)
+
+
+def compress_read_later(state_shape, mode, ratio, totals, state_rows=None, page_table=None):
+    """The part of the kept state a later call can read: ring / paged, the slots of the window of
+    the next emission that lies before totals[b] (bool [S, W]); online, the rows of requests that
+    stopped inside a block (bool [S]: after a block closes, its next position resets the row).
+    Rows or pages no request owns count as read (they must stay untouched)."""
+    if mode == "online":
+        rows = torch.ones(state_shape[0], dtype=torch.bool)
+        for b, total in enumerate(totals):
+            rows[int(state_rows[b])] = total == 0 or total % ratio != 0
+        return rows
+    spans = []
+    for total in totals:
+        reads = contract.compress_state_reads(ratio, total, ratio)  # what the next emission reads
+        spans.append((reads.start, reads.stop) if len(reads) else (total, total))
+    return _state_slots(state_shape, mode, ratio, spans, state_rows, page_table)
+
+
+def _state_slots(state_shape, mode, ratio, spans, state_rows, page_table):
+    """bool [S, W]: the slots of positions spans[b] = (start, end) of each request, and every ring
+    row or page no request owns."""
     rows, width = state_shape[0], state_shape[1]
-    kept = torch.ones(rows, width, dtype=torch.bool)
+    mask = torch.ones(rows, width, dtype=torch.bool)
     if mode == "ring":
-        for b, total in enumerate(totals):
+        for b, (start, end) in enumerate(spans):
             row = int(state_rows[b])
-            kept[row] = False
-            kept[row, [p % width for p in range(max(0, total - width), total)]] = True
-    else:
-        table = page_table.cpu()
-        kept[table[table >= 0].long()] = False
-        for b, total in enumerate(totals):
-            for p in range(total):
-                page = int(table[b, p // ratio])
-                if page >= 0:
-                    kept[page, p % ratio] = True
-    return kept
+            mask[row] = False
+            mask[row, [p % width for p in range(max(start, end - width), end)]] = True
+        return mask
+    table = page_table.cpu()
+    mask[table[table >= 0].long()] = False
+    for b, (start, end) in enumerate(spans):  # a page holds one block
+        first, last = start // ratio, min(-(-int(end) // ratio), table.shape[1])
+        if last <= first:
+            continue
+        pages = table[b, first:last].long()
+        position = torch.arange(first * ratio, last * ratio).view(-1, ratio)
+        reached, named = (position >= start) & (position < end), pages >= 0
+        mask[pages[named]] |= reached[named]
+    return mask
 
 
 def indexer_logits(got, ref):

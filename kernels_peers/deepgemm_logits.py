@@ -5,10 +5,16 @@ the query gains a next_n axis of 1 ([B, 1, H, 128], a view); context_lens goes i
 view: the Hopper kernel wants it so); the schedule metadata comes from
 `get_paged_mqa_logits_metadata` once per context_lens (cached, outside the timed calls).
 Supported: H = 64 (the kernel is built for next_n * heads = 64). The logits past each context are
-cleaned by DeepGEMM itself (`clean_logits=True`).
+set to -inf by the adapter, one masked fill (timed with the call) over a mask built once per
+context_lens: DeepGEMM's own cleaning (`clean_logits=True`) asserts 1-D context_lens, which its
+Hopper kernel refuses (seen with sgl-deep-gemm 0.1.5.post1 on the H200).
 """
 
 from __future__ import annotations
+
+import math
+
+import torch
 
 from harness import contract
 from harness.contract import INDEXER_BLOCK
@@ -31,9 +37,12 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
         raise contract.Unsupported(f"H={layout.heads}: DeepGEMM's paged MQA logits kernel is built for {HEADS} heads")
     import deep_gemm
     lens_2d, schedule = _cache.get((context_lens,), "schedule", lambda: _schedule(deep_gemm, context_lens))
+    past = _cache.get((context_lens,), ("past", max_context_len),
+                      lambda: torch.arange(max_context_len, device=context_lens.device) >= context_lens[:, None])
     cache = kv_cache.view(kv_cache.shape[0], INDEXER_BLOCK, 1, kv_cache.shape[1] // INDEXER_BLOCK)
-    return deep_gemm.fp8_paged_mqa_logits(q_fp8.unsqueeze(1), cache, weights, lens_2d, block_table, schedule,
-                                          max_context_len, clean_logits=True)
+    logits = deep_gemm.fp8_paged_mqa_logits(q_fp8.unsqueeze(1), cache, weights, lens_2d, block_table, schedule,
+                                            max_context_len, clean_logits=False)
+    return logits.masked_fill_(past, -math.inf)
 
 
 def _schedule(deep_gemm, context_lens):

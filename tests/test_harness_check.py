@@ -153,6 +153,26 @@ def test_compress_state_check_fixes_only_what_the_spec_fixes():
     assert not report.ok and f"state[{unnamed}, 0, 0]" in report.message
 
 
+@pytest.mark.parametrize("name", ["c4-ring-mixed-batch", "c128-online-mixed-batch"])
+def test_compress_state_check_says_when_only_state_nothing_reads_differs(name):
+    import references
+    case = C.find("compress", name)
+    x = C.build(case)
+    ref = K.run_op(references, case, x.clone())
+    kw, mode = x.kwargs, case.params["mode"]
+    totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
+    where = (x.args[2].shape, mode, case.params["ratio"], totals, kw["state_rows"], None)
+    kept, later = compare.compress_kept_slots(*where), compare.compress_read_later(*where)
+    kept = torch.ones_like(later) if kept is None else kept
+    dead, live = (kept & ~later).nonzero(), (kept & later).nonzero()
+    assert len(dead) and len(live)
+    for index, only_dead in ((dead[0], True), (live[-1], False)):
+        got = {k: v.clone() for k, v in ref.items()}
+        got["state"][tuple(index)] = 1234.0
+        report = K.compare_outputs(case, x, got, ref)
+        assert not report.ok and ("no later call reads" in report.message) == only_dead, report.message
+
+
 def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
     import json
     out = tmp_path / "bench.json"

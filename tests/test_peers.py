@@ -70,11 +70,11 @@ def test_every_peer_declines_the_ops_it_lacks_after_validation():
 
 def _fake_deep_gemm():
     def fp8_paged_mqa_logits(q, kv, weights, lens, block_table, schedule, max_len, clean_logits=False):
-        assert q.shape[1] == 1 and lens.dim() == 2 and kv.shape[1:] == (64, 1, 132) and clean_logits
+        assert q.shape[1] == 1 and lens.dim() == 2 and kv.shape[1:] == (64, 1, 132) and not clean_logits
         raw = kv.reshape(kv.shape[0], -1)  # DeepGEMM's block: 64 x 128 key bytes, then 64 float32 scales
         keys = raw[:, :64 * 128].contiguous().view(torch.float8_e4m3fn).float().view(-1, 64, 128)
         scales = raw[:, 64 * 128:].contiguous().view(torch.float32)
-        out = torch.full((q.shape[0], max_len), -math.inf)
+        out = torch.full((q.shape[0], max_len), math.nan)  # uncleaned: whatever lies past each context
         for b in range(q.shape[0]):
             n = int(lens[b, 0])
             blocks = block_table[b, :(n + 63) // 64].long()
