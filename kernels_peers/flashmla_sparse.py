@@ -4,7 +4,8 @@ Layouts: q as given ([B, H, 512]: B query rows); kv gains a head axis ([N, 1, 51
 indices gain one ([B, 1, K], a view); -1 marks a skipped row in both. The sink joins the
 denominator in both (FlashMLA multiplies the output by exp(lse) / (exp(lse) + exp(sink))); lse is
 natural-log. On Hopper the kernel needs `use_legacy=True`. Supported: H in {64, 128} and K a
-multiple of 64 (the kernel walks the indices 64 at a time).
+multiple of 128 (the Hopper kernel walks the indices in pairs of 64-wide blocks: it asserts
+topk % (2 * 64) == 0, seen with sgl-flash-mla 1.0.0 on the H200).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from harness.contract import ATTN_DIM
 from kernels_peers._common import declining, unavailable
 
 HEADS = (64, 128)
-TOPK_BLOCK = 64
+TOPK_BLOCK = 128
 
 compress, indexer_logits, topk_indices = declining("FlashMLA", "compress", "indexer_logits", "topk_indices")
 

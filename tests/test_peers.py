@@ -138,6 +138,18 @@ def test_flashinfer_adapter_layouts(monkeypatch):
     assert passed and not skipped
 
 
+def test_flashinfer_declines_partial_rows_on_its_multi_cta_path(monkeypatch):
+    monkeypatch.setitem(sys.modules, "flashinfer", _fake_flashinfer())
+    logits, table = torch.randn(2, 40000), torch.arange(2 * 625, dtype=torch.int32).view(2, 625)
+    i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
+    with pytest.raises(contract.Unsupported, match="multi-CTA"):  # 2 rows <= 40000 / 16384: multi-CTA
+        flashinfer_topk.topk_indices(logits, i32(40000, 10000), table, k=512)
+    assert flashinfer_topk.topk_indices(logits, i32(40000, 40000), table, k=512).shape == (2, 512)
+    assert flashinfer_topk.topk_indices(logits, i32(40000, 300), table, k=512).shape == (2, 512)  # short path
+    many = torch.randn(3, 40000)  # 3 rows > 2: the filtered path, which handles any length
+    assert flashinfer_topk.topk_indices(many, i32(40000, 10000, 5), table[[0, 1, 1]], k=512).shape == (3, 512)
+
+
 # --- SGLang: the ring as pages, the C4 bias rows, the decode rows kept, the plans' limits
 
 
