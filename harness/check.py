@@ -22,6 +22,7 @@ from harness import cases as C
 from harness import compare
 from harness import contract
 from harness import inputs as I
+from harness import known
 
 
 @dataclass
@@ -29,7 +30,7 @@ class CaseResult:
     case: C.Case
     backend: str
     device: str
-    status: str  # pass, fail, error, skip (the backend declined the case: contract.Unsupported)
+    status: str  # pass, fail, error, skip (the backend declined: contract.Unsupported), known (harness/known.py)
     message: str = ""
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -206,6 +207,10 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
                 result.status, result.message = "fail", f"{differs}: a second run gave different bits (nondeterminism)"
         except Exception as err:
             result.status, result.message = "error", f"{backend.name} raised on the rerun: {_describe(err)}"
+    if result.status == "fail":
+        entry = known.match(backend.name, case.op, result.message)
+        if entry:
+            result.status, result.message = "known", f"{result.message} [known: {entry.reason} Seen: {entry.seen}]"
     if keep_outputs:
         result.outputs = {"got": got, "inputs": x}
     result.seconds = time.perf_counter() - start

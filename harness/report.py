@@ -1,5 +1,6 @@
 """`python -m harness report FILE ... [--out DIR]`: markdown tables and matplotlib plots (PNG) of
-bench result files: per op a table of every (case, backend, run); a bar plot of % of the datasheet
+bench result files: per op a table of every timed (case, backend, run), then why each other record
+did not pass (declined cases grouped by reason); a bar plot of % of the datasheet
 roof (or of the measured copy bandwidth when the roof is unknown); a roofline scatter of the
 records that do arithmetic."""
 
@@ -19,6 +20,7 @@ def _rows(docs):
         for r in doc["records"]:
             t = r.get("timing")
             rows.append({"op": r["op"], "case": r["case"], "backend": r["backend"], "run": run, "check": r["verdict"],
+                         "message": r.get("message") or "",
                          "us": t["median_us"] if t else None, "gbps": r.get("gbps", 0.0),
                          "pct_copy": r.get("pct_copy"), "pct_roof": r.get("pct_datasheet"),
                          "tflops": r.get("tflops", 0.0), "vs_torch": r.get("speedup_vs_torch"),
@@ -42,10 +44,21 @@ def markdown(docs):
         lines += ["", f"## {op}", ""]
         table = [[r["case"], r["backend"], r["run"], r["check"], _fmt(r["us"], ".1f"), _fmt(r["gbps"], ".0f"),
                   _fmt(r["pct_copy"], ".0f"), _fmt(r["pct_roof"], ".0f"), _fmt(r["tflops"], ".1f"),
-                  _fmt(r["vs_torch"], ".2f")] for r in rows if r["op"] == op]
+                  _fmt(r["vs_torch"], ".2f")] for r in rows if r["op"] == op and r["check"] != "skip"]
         lines.append(tabulate(table, headers=["case", "backend", "run", "check", "median us", "GB/s", "% copy",
                                               "% roof", "TFLOP/s", "x torch"], tablefmt="github"))
+        lines += _not_passing([r for r in rows if r["op"] == op and r["check"] != "pass"])
     return "\n".join(lines) + "\n"
+
+
+def _not_passing(rows):
+    """One line per (verdict, backend, reason), naming its cases."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["check"], r["backend"], r["message"]), []).append(r["case"])
+    lines = [f"- {check} {backend} ({', '.join(dict.fromkeys(cases))}): {message}"
+             for (check, backend, message), cases in sorted(groups.items())]
+    return ["", *lines] if lines else []
 
 
 def _save(plt, fig, out_dir, name):

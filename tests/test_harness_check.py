@@ -173,6 +173,35 @@ def test_compress_state_check_says_when_only_state_nothing_reads_differs(name):
         assert not report.ok and ("no later call reads" in report.message) == only_dead, report.message
 
 
+def test_a_known_disagreement_is_reported_not_failed(monkeypatch):
+    import re
+    from harness import known
+    backend = backends.load("tests.known_wrong.lse_base2", "cpu")
+    case = C.find("sparse_attention", "no-sink")
+    failing = K.check_case(backend, case, "cpu")
+    assert failing.status == "fail"
+    entry = known.Known(backend.name, "sparse_attention", re.escape(failing.message), "the reason", "seen here")
+    monkeypatch.setattr(known, "LEDGER", (entry,))
+    r = K.check_case(backend, case, "cpu")
+    assert r.status == "known" and not r.failed and "the reason" in r.message and failing.message in r.message
+    monkeypatch.setattr(known, "LEDGER", (known.Known(backend.name, "compress", ".*", "other op", "-"),))
+    assert K.check_case(backend, case, "cpu").status == "fail"
+
+
+def test_the_ledger_matches_what_was_seen_and_nothing_worse():
+    from harness import known
+    assert known.match("deepgemm", "indexer_logits", "logits: relative L2 0.000136 > 1e-05, worst logits[0, 51]")
+    assert known.match("deepgemm", "indexer_logits", "logits: relative L2 9.77e-05 > 1e-05, worst logits[0, 45]")
+    assert not known.match("deepgemm", "indexer_logits", "logits: relative L2 0.00123 > 1e-05, worst logits[0, 1]")
+    assert not known.match("deepgemm", "indexer_logits", "logits: -inf pattern differs at 3 elements")
+    assert not known.match("triton", "indexer_logits", "logits: relative L2 0.000136 > 1e-05")
+    state_only = "state: NaN pattern differs at 4 elements; every difference lies in state the SPEC fixes but no later"
+    assert known.match("sglang", "compress", state_only + " call reads (an engine may leave it unwritten)")
+    assert not known.match("sglang", "compress", "out: 3 elements past the bound, worst out[0, 1]")
+    assert known.match("flashinfer", "topk_indices", "indices: a second run gave different bits (nondeterminism)")
+    assert not known.match("flashinfer", "topk_indices", "indices: row 0 selects 3 not the 4 largest")
+
+
 def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
     import json
     out = tmp_path / "bench.json"
