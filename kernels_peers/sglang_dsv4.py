@@ -32,6 +32,7 @@ DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}).
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -71,11 +72,14 @@ def _load(submodule):
 
 
 def _stand_in(name, path=None, **attrs):
+    """A light module registered as `name`, with a spec (find_spec, which the registry's availability
+    check calls, reads a registered module's spec) and, for a package, its real folder."""
     if name in sys.modules:  # the real module (or our stand-in) is there already
         return
     module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=path is not None)
     if path is not None:
-        module.__path__ = [str(path)]
+        module.__path__ = module.__spec__.submodule_search_locations = [str(path)]
     module.__dict__.update(attrs)
     sys.modules[name] = module
 

@@ -3,6 +3,7 @@ each declines, and each adapter end to end through the harness's checker with a 
 peer package that computes the peer's documented semantics on the peer's layout (so a conversion
 mistake fails the SPEC comparison). The real packages run only on the GPU (kernels_peers/)."""
 
+import importlib.util
 import math
 import sys
 import types
@@ -246,6 +247,20 @@ def test_sglang_declines_what_it_does_not_map():
     paged = [c for c in C.select(["compress"]) if c.params.get("mode") == "paged" and c.params["ratio"] == 128][0]
     r = K.check_case(backend, paged, "cpu")
     assert r.status == "skip" and "mode='paged' at ratio 128" in r.message
+
+
+def test_sglang_stand_ins_leave_the_package_findable(tmp_path, monkeypatch):
+    # the registry asks find_spec whether a peer is there; a registered stand-in must answer it
+    # (the nightly's conformance tests load backends again after SGLang's stand-ins are in)
+    (tmp_path / "jit_kernel").mkdir()
+    monkeypatch.delitem(sys.modules, "dsv4_fake_pkg", raising=False)
+    sglang_dsv4._stand_in("dsv4_fake_pkg", path=tmp_path)
+    try:
+        spec = importlib.util.find_spec("dsv4_fake_pkg")
+        assert spec.submodule_search_locations == [str(tmp_path)]
+        assert "dsv4_fake_pkg" not in (_common.unavailable("cuda", "dsv4_fake_pkg") or "")
+    finally:
+        sys.modules.pop("dsv4_fake_pkg", None)
 
 
 def test_sglang_loads_only_the_launchers():
