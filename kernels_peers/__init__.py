@@ -3,7 +3,7 @@ verifies them and `harness bench` times them beside ours. Each module adapts one
 
 | registry name | module | package | ops |
 | --- | --- | --- | --- |
-| `sglang` | `sglang_dsv4` | `sglang` (jit_kernel/dsv4, compiled at first use through apache-tvm-ffi) | compress (ring mode), topk_indices |
+| `sglang` | `sglang_dsv4` | `sglang` (jit_kernel/dsv4, compiled at first use through apache-tvm-ffi) | compress (ring, paged C4, online C128), topk_indices |
 | `deepgemm` | `deepgemm_logits` | `sgl-deep-gemm` | indexer_logits |
 | `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention |
 | `flashinfer` | `flashinfer_topk` | `flashinfer-python` | topk_indices |
