@@ -8,10 +8,11 @@ as the first seq_len slots in order, then -1, as the SPEC asks.
 
 Declined: a call that takes FlashInfer's multi-CTA radix path (float32 rows: k > 2048, or
 L > 32768 with at most L / 16384 rows) while some row is longer than k but shorter than L. There
-FlashInfer 0.6.4 splits every row into L-sized chunks per CTA, and a CTA whose chunk starts past
-its row's length computes a negative (unsigned) chunk size: an illegal address that breaks the
-CUDA context (seen on the H200 at 2 rows x 262144, lengths 262144 and 100000, k = 2048; equal
-lengths ran at every size tried).
+FlashInfer 0.6.4 gives each CTA of a row one chunk of the L columns, and a CTA whose chunk starts
+past its row's length computes a negative (unsigned) chunk size: an illegal address that breaks
+the CUDA context (seen on the H200 at 2 x 262144 with lengths 262144 and 100000, k = 2048, and at
+2 x 65536 with a row of 20000; equal lengths ran at every size tried). The rule is conservative:
+it also declines short rows that stay inside their first chunks.
 """
 
 from __future__ import annotations

@@ -202,6 +202,22 @@ def test_the_ledger_matches_what_was_seen_and_nothing_worse():
     assert not known.match("flashinfer", "topk_indices", "indices: row 0 selects 3 not the 4 largest")
 
 
+def test_check_and_bench_stop_when_a_backend_breaks_the_cuda_context(tmp_path, monkeypatch, capsys):
+    from harness import cli
+    (tmp_path / "crashing_backend.py").write_text(
+        "def _crash(*args, **kwargs):\n"
+        "    raise RuntimeError('CUDA error: an illegal memory access was encountered')\n"
+        "compress = indexer_logits = topk_indices = sparse_attention = _crash\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(K, "cuda_context_lost", lambda device: True)  # as after a real illegal address
+    for argv in (["check", "--ops", "sparse_attention"],
+                 ["bench", "--cases", "quick", "--ops", "sparse_attention", "--reps", "2"]):
+        assert cli.main([*argv, "--backend", "crashing_backend", "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert "crashing_backend sparse_attention/" in err and "broke the CUDA context" in err
+        assert "pairs were not run" in err
+
+
 def test_cli_bench_on_cpu_writes_a_results_document(tmp_path):
     import json
     out = tmp_path / "bench.json"
