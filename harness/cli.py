@@ -218,10 +218,8 @@ def check_command(args):
 
     failures = [r for rs in results.values() for r in rs if r.failed]
     if lost:
-        for r in failures:
-            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
+        _print_failures(failures)
         _context_lost(lost.backend, lost.case.id, lost.message, len(chosen) * len(loaded) - sum(map(len, results.values())))
-        print(f"  repro: {lost.repro}")
         return 2
     skipped = [r for rs in results.values() for r in rs if r.status == "skip"]
     for op in OPS:
@@ -248,11 +246,7 @@ def check_command(args):
     if len(loaded) > 1:
         _agreement(loaded, results)
 
-    if failures:
-        print(f"\n{len(failures)} failing (backend, case) pairs:")
-        for r in failures:
-            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
-            print(f"  repro: {r.repro}")
+    _print_failures(failures)
     knowns = [r for rs in results.values() for r in rs if r.status == "known"]
     if knowns:
         print(f"\n{len(knowns)} known disagreements (harness/known.py; they do not fail the run):")
@@ -267,6 +261,14 @@ def check_command(args):
     print(f"\n{total - len(failures) - len(skipped) - len(knowns)} passed, {len(failures)} failed"
           + (f", {len(knowns)} known" if knowns else "") + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failures else 0
+
+
+def _print_failures(failures):
+    if failures:
+        print(f"\n{len(failures)} failing (backend, case) pairs:")
+        for r in failures:
+            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
+            print(f"  repro: {r.repro}")
 
 
 def _agreement(loaded, results):

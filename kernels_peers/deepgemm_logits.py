@@ -36,15 +36,16 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
     if layout.heads != HEADS:
         raise contract.Unsupported(f"H={layout.heads}: DeepGEMM's paged MQA logits kernel is built for {HEADS} heads")
     import deep_gemm
-    lens_2d, schedule = _cache.get((context_lens,), "schedule", lambda: _schedule(deep_gemm, context_lens))
-    past = _cache.get((context_lens,), ("past", max_context_len),
-                      lambda: torch.arange(max_context_len, device=context_lens.device) >= context_lens[:, None])
+    lens_2d, schedule, past = _cache.get((context_lens,), max_context_len,
+                                         lambda: _schedule(deep_gemm, context_lens, max_context_len))
     cache = kv_cache.view(kv_cache.shape[0], INDEXER_BLOCK, 1, kv_cache.shape[1] // INDEXER_BLOCK)
     logits = deep_gemm.fp8_paged_mqa_logits(q_fp8.unsqueeze(1), cache, weights, lens_2d, block_table, schedule,
                                             max_context_len, clean_logits=False)
     return logits.masked_fill_(past, -math.inf)
 
 
-def _schedule(deep_gemm, context_lens):
+def _schedule(deep_gemm, context_lens, max_context_len):
+    """2-D lens, DeepGEMM's schedule metadata and the mask of columns past each context."""
     lens_2d = context_lens.view(-1, 1)
-    return lens_2d, deep_gemm.get_paged_mqa_logits_metadata(lens_2d, INDEXER_BLOCK, deep_gemm.get_num_sms())
+    past = torch.arange(max_context_len, device=context_lens.device) >= lens_2d
+    return lens_2d, deep_gemm.get_paged_mqa_logits_metadata(lens_2d, INDEXER_BLOCK, deep_gemm.get_num_sms()), past
