@@ -1,8 +1,10 @@
 """Builds the .cu sources with NVRTC through CuPy and launches them on torch tensors.
 
-One place for the compile options; each (source, architecture) compiles once per process (CuPy
-also keeps a disk cache). Kernels get raw device pointers of torch tensors (no copies) and run on
-torch's current stream. The sources need no headers: bf16 and e4m3 conversions are written out.
+One place for the compile options and one compile path: `compile_cubin` (NVRTC, no GPU needed) makes
+the cubin that CI inspects and that the GPU loads, for the device's own architecture (`sm_90a` on
+Hopper, so wgmma and the bulk-copy engine are available), once per (source, architecture) and process.
+Kernels get raw device pointers of torch tensors (no copies) and run on torch's current stream.
+The sources need no headers: bf16 and e4m3 conversions are written out.
 """
 
 from __future__ import annotations
@@ -57,11 +59,23 @@ def compile_cubin(name, arch):
         nvrtc.destroyProgram(prog)
 
 
+def device_arch(capability):
+    """NVRTC target of a compute capability (major, minor): the arch-specific `a` variant on Hopper
+    (wgmma, setmaxnreg), the plain one elsewhere."""
+    major, minor = capability
+    return f"sm_{major}{minor}{'a' if (major, minor) == (9, 0) else ''}"
+
+
 @functools.lru_cache(maxsize=None)
 def _module(name, device_index):
     import cupy
+    import torch
+    arch = device_arch(torch.cuda.get_device_capability(device_index))
+    cubin, lowered, _ = compile_cubin(name, arch)
     with cupy.cuda.Device(device_index):
-        return cupy.RawModule(code=source(name), options=OPTIONS, name_expressions=KERNELS[name])
+        module = cupy.cuda.function.Module()
+        module.load(cubin)
+    return module, lowered
 
 
 def _index(device):
@@ -69,8 +83,14 @@ def _index(device):
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
+@functools.lru_cache(maxsize=None)
+def _function(name, expr, device_index):
+    module, lowered = _module(name, device_index)
+    return module.get_function(lowered[expr])
+
+
 def kernel(name, expr, device):
-    return _module(name, _index(device)).get_function(expr)
+    return _function(name, expr, _index(device))
 
 
 def launch(name, expr, grid, block, args, device, shared_mem=0):
@@ -78,11 +98,19 @@ def launch(name, expr, grid, block, args, device, shared_mem=0):
     import cupy
     import torch
     fn = kernel(name, expr, device)
-    if shared_mem > STATIC_SHARED_LIMIT and fn.max_dynamic_shared_size_bytes < shared_mem:
-        fn.max_dynamic_shared_size_bytes = shared_mem  # an opt-in above 48 KB, once per kernel
+    if shared_mem > STATIC_SHARED_LIMIT:
+        _opt_in_shared(fn, shared_mem)
     stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream)
     with cupy.cuda.Device(_index(device)):
         fn(tuple(grid), tuple(block), tuple(_arg(a) for a in args), shared_mem=shared_mem, stream=stream)
+
+
+def _opt_in_shared(fn, nbytes):
+    """Dynamic shared memory above 48 KB needs the kernel's opt-in (a driver attribute)."""
+    from cupy_backends.cuda.api import driver
+    attr = driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if driver.funcGetAttribute(attr, fn.ptr) < nbytes:
+        driver.funcSetAttribute(fn.ptr, attr, nbytes)
 
 
 def _arg(a):
