@@ -1,10 +1,18 @@
 """Triton `sparse_attention` (SPEC 4): gather-by-index MQA with online softmax and an attention sink.
 
-One program per (query row, block of heads): the heads' queries [BLOCK_H, 512] stay in registers;
-the row's indices are walked BLOCK_K at a time, gathering kv rows (-1 masked), scores on the tensor
-cores with fp32 accumulation, a running max / sum / output in fp32. The sink joins only the
-denominator: out = acc / (l + exp(sink - m)); lse = m + log(l) excludes it.
+One program per (query row, block of heads, split of the index list). The block's heads are the M
+dimension of both dots (64 heads: one wgmma M tile on Hopper), so each gathered kv row is read once
+for all of them; the gathered [BLOCK_K, 512] tile serves as K in S = Q K^T and as V in O += P V
+(K = V). Scores and the running max / sum / output stay in fp32.
+
+Split-K (flash-decoding): when batch x head blocks cannot fill the SMs (decode at small batch), the
+index list is cut into `splits` contiguous ranges; each program writes its normalised partial output
+and its partial lse to an fp32 workspace and a combine kernel merges them by their lse weights. The
+sink joins only the denominator: out = O / (l + exp(sink - m)) = (O / l) / (1 + exp(sink - lse));
+lse = m + log(l) excludes it. A row with no valid index gives out 0 and lse -inf.
 """
+
+import functools
 
 import torch
 import triton
@@ -15,56 +23,120 @@ from kernels_triton._common import INTERPRET
 
 
 @triton.jit
-def _attention_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, K, H, sm_scale,
-                      HAS_SINK: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr, D: tl.constexpr,
-                      F32_DOT: tl.constexpr):
+def _attention_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, part_out_ptr, part_lse_ptr, K, H, chunk,
+                      sm_scale, SPLIT: tl.constexpr, HAS_SINK: tl.constexpr, BLOCK_H: tl.constexpr,
+                      BLOCK_K: tl.constexpr, D: tl.constexpr, F32_DOT: tl.constexpr):
     b = tl.program_id(0)
     h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    split = tl.program_id(2)
     hmask = h < H
     cols = tl.arange(0, D)
     q_rows = (b.to(tl.int64) * H + h) * D
     q = tl.load(q_ptr + q_rows[:, None] + cols[None, :], mask=hmask[:, None], other=0.0)
     if F32_DOT:  # the interpreter's bf16 dot is wrong; fp32 is exact there
         q = q.to(tl.float32)
+    scale2 = sm_scale * 1.4426950408889634  # scores in base 2: exp2 is the hardware's exp
     m = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, D], tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    k_begin = split * chunk
+    k_end = tl.minimum(k_begin + chunk, K)
+    for k0 in range(k_begin, k_end, BLOCK_K):
         kk = k0 + tl.arange(0, BLOCK_K)
-        idx = tl.load(idx_ptr + b.to(tl.int64) * K + kk, mask=kk < K, other=-1)
+        idx = tl.load(idx_ptr + b.to(tl.int64) * K + kk, mask=kk < k_end, other=-1)
         valid = idx >= 0
         kv = tl.load(kv_ptr + idx.to(tl.int64)[:, None] * D + cols[None, :], mask=valid[:, None], other=0.0)
         if F32_DOT:
             kv = kv.to(tl.float32)
-        s = tl.dot(q, tl.trans(kv)) * sm_scale
+        s = tl.dot(q, tl.trans(kv)) * scale2
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp(m - m_safe)
-        p = tl.exp(s - m_safe[:, None])
+        alpha = tl.exp2(m - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
         l = l * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(kv.dtype), kv)
         m = m_new
     m_safe = tl.where(m == float("-inf"), 0.0, m)
-    if HAS_SINK:
-        denom = l + tl.exp(tl.load(sink_ptr + h, mask=hmask, other=0.0) - m_safe)
+    lse = tl.where(l > 0, (m_safe + tl.log2(tl.where(l > 0, l, 1.0))) * 0.6931471805599453, float("-inf"))
+    if SPLIT:  # partial output normalised by its own sum; the combine applies weights and the sink
+        part = (b.to(tl.int64) * tl.num_programs(2) + split) * H + h
+        out = acc / tl.where(l > 0, l, 1.0)[:, None]
+        tl.store(part_out_ptr + part[:, None] * D + cols[None, :], out, mask=hmask[:, None])
+        tl.store(part_lse_ptr + part, lse, mask=hmask)
     else:
-        denom = tl.where(l > 0, l, 1.0)
-    out = acc / denom[:, None]
-    tl.store(out_ptr + q_rows[:, None] + cols[None, :], out.to(tl.bfloat16), mask=hmask[:, None])
-    lse = tl.where(l > 0, m_safe + tl.log(tl.where(l > 0, l, 1.0)), float("-inf"))
+        if HAS_SINK:
+            sink2 = tl.load(sink_ptr + h, mask=hmask, other=0.0) * 1.4426950408889634
+            denom = l + tl.exp2(sink2 - m_safe)
+        else:
+            denom = tl.where(l > 0, l, 1.0)
+        out = acc / denom[:, None]
+        tl.store(out_ptr + q_rows[:, None] + cols[None, :], out.to(tl.bfloat16), mask=hmask[:, None])
+        tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
+
+
+@triton.jit
+def _combine_kernel(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, lse_ptr, H, splits, HAS_SINK: tl.constexpr,
+                    BLOCK_H: tl.constexpr, SPLITS_POW2: tl.constexpr, D: tl.constexpr):
+    b = tl.program_id(0)
+    h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = h < H
+    cols = tl.arange(0, D)
+    s_ids = tl.arange(0, SPLITS_POW2)
+    part = (b.to(tl.int64) * splits + s_ids[None, :]) * H + h[:, None]  # [BLOCK_H, SPLITS_POW2]
+    lse_s = tl.load(part_lse_ptr + part, mask=hmask[:, None] & (s_ids[None, :] < splits), other=float("-inf"))
+    mx = tl.max(lse_s, axis=1)
+    mx_safe = tl.where(mx == float("-inf"), 0.0, mx)
+    w = tl.exp(lse_s - mx_safe[:, None])  # an empty split (lse -inf) weighs 0
+    total = tl.sum(w, axis=1)
+    lse = tl.where(total > 0, mx_safe + tl.log(tl.where(total > 0, total, 1.0)), float("-inf"))
+    scale = 1.0 / tl.where(total > 0, total, 1.0)
+    if HAS_SINK:  # 1 / (1 + exp(sink - lse)); an empty row stays 0 (its partials are 0)
+        sink = tl.load(sink_ptr + h, mask=hmask, other=0.0)
+        scale = scale / (1.0 + tl.exp(tl.minimum(sink - tl.where(total > 0, lse, 0.0), 80.0)))
+    acc = tl.zeros([BLOCK_H, D], tl.float32)
+    for s in range(0, splits):
+        ws = tl.sum(tl.where(s_ids[None, :] == s, w, 0.0), axis=1)
+        rows = (b.to(tl.int64) * splits + s) * H + h
+        acc += ws[:, None] * tl.load(part_out_ptr + rows[:, None] * D + cols[None, :], mask=hmask[:, None], other=0.0)
+    out = acc * scale[:, None]
+    tl.store(out_ptr + (b.to(tl.int64) * H + h)[:, None] * D + cols[None, :], out.to(tl.bfloat16),
+             mask=hmask[:, None])
     tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
 
 
-# Heads per program, indices per step, warps and pipeline depth, by head count; best of a sweep on
-# the H200 (docs/perf-notes.md). CONFIG overrides them (kernels_triton.tune sets it).
+# Heads per program (64: the wgmma M tile), indices per step, warps, pipeline depth; splits of the
+# index list chosen by shape (_splits) unless CONFIG names them. CONFIG overrides (kernels_triton.tune
+# sets it); the pre-split configuration is {"block_h": 16, "splits": 1} at H 64.
 def _config(heads):
-    if heads <= 64:
-        return {"block_h": 16, "block_k": 64, "num_warps": 4, "num_stages": 2}
-    return {"block_h": 64, "block_k": 64, "num_warps": 8, "num_stages": 2}
+    return {"block_h": 64 if heads > 32 else 32 if heads > 16 else 16, "block_k": 64, "num_warps": 8,
+            "num_stages": 2}
 
 
 CONFIG = {}
+MAX_SPLITS = 64
+PART_COST_ROWS = 128  # a program's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
+PROGRAM_COST_ROWS = 64  # a program's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device):
+    if device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _splits(programs, topk, block_k, sms):
+    """Fewest waves x rows per program: the programs of one split run side by side, one per SM
+    (the gathered tiles and Q fill shared memory), so a split pays off only where the grid is short
+    of the SMs, and each split beyond one costs a partial written and combined."""
+    best, best_cost = 1, None
+    for s in range(1, min(MAX_SPLITS, max(1, triton.cdiv(topk, block_k))) + 1):
+        waves = triton.cdiv(programs * s, sms)
+        cost = waves * (triton.cdiv(topk, s) + PROGRAM_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
@@ -75,9 +147,25 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     if layout.batch == 0:
         return out, lse
     cfg = {**_config(layout.heads), **CONFIG}
-    grid = (layout.batch, triton.cdiv(layout.heads, cfg["block_h"]))
-    _attention_kernel[grid](q, kv, indices, attn_sink if attn_sink is not None else lse, out, lse, layout.topk,
-                            layout.heads, float(sm_scale), HAS_SINK=attn_sink is not None, BLOCK_H=cfg["block_h"],
-                            BLOCK_K=cfg["block_k"], D=contract.ATTN_DIM, F32_DOT=INTERPRET,
-                            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    head_blocks = triton.cdiv(layout.heads, cfg["block_h"])
+    splits = cfg.get("splits") or _splits(layout.batch * head_blocks, layout.topk, cfg["block_k"], _sm_count(q.device))
+    # each split a whole number of BLOCK_K steps, so only the list's end is ragged
+    chunk = triton.cdiv(triton.cdiv(max(layout.topk, 1), splits), cfg["block_k"]) * cfg["block_k"]
+    splits = triton.cdiv(max(layout.topk, 1), chunk)
+    sink = attn_sink if attn_sink is not None else lse
+    if splits > 1:
+        part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
+                               device=q.device)
+        part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
+    else:
+        part_out, part_lse = out, lse
+    _attention_kernel[(layout.batch, head_blocks, splits)](
+        q, kv, indices, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, float(sm_scale),
+        SPLIT=splits > 1, HAS_SINK=attn_sink is not None, BLOCK_H=cfg["block_h"], BLOCK_K=cfg["block_k"],
+        D=contract.ATTN_DIM, F32_DOT=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+    if splits > 1:
+        combine_h = 16
+        _combine_kernel[(layout.batch, triton.cdiv(layout.heads, combine_h))](
+            part_out, part_lse, sink, out, lse, layout.heads, splits, HAS_SINK=attn_sink is not None,
+            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM, num_warps=4)
     return out, lse
