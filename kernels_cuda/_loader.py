@@ -24,7 +24,8 @@ KERNELS = {
     "compress.cu": ["dsv4_compress_pool<4, 8>", "dsv4_compress_pool<128, 128>", "dsv4_compress_store",
                     "dsv4_compress_online"],
     "indexer_logits.cu": ["dsv4_indexer_logits"],
-    "topk_indices.cu": ["dsv4_topk_indices"],
+    "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
+                        "dsv4_topk_indices_cluster<8>"],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"],
 }
 

@@ -1,23 +1,63 @@
-// topk_indices (SPEC 3): one block of 1024 threads per row. Rows with seq_len <= k write
-// 0..seq_len-1 mapped through the page table without reading the logits. Longer rows: floats map to
-// order-preserving 32-bit keys; four 8-bit radix passes (shared-memory histograms of the keys that
-// match the digits found so far) find the k-th largest key; a collecting pass writes every key
-// above it and the first `remaining` keys equal to it, in column order (block-wide scans), so the
-// selection and its order are deterministic.
+// topk_indices (SPEC 3): each row is read from global memory once, into shared memory.
+//
+// A row is split into CLUSTER contiguous chunks, one 1024-thread CTA each; CLUSTER > 1 runs the CTAs
+// of a row as one thread-block cluster and adds their histograms through distributed shared memory
+// (the host picks CLUSTER by shape: enough CTAs to fill the GPU, a chunk that fits shared memory).
+// Each CTA loads its chunk with 16-byte loads, stores the order-preserving 32-bit keys in shared
+// memory and counts their top 11 bits in a shared histogram on the way. The row's histogram gives
+// the threshold bucket; up to two more digit passes (11 and 10 bits), over the keys in shared memory
+// only, narrow the bucket until it is one key or entirely selected. Because the whole row stays on
+// chip there is no candidate buffer to overflow: ties, all-equal rows and +-inf need no other path.
+// The write-out takes every key above the bucket and the first `remaining` keys inside it in column
+// order; positions come from ballots and scans (never from atomics), so reruns are bitwise equal.
+// Rows with seq_len <= k write 0..seq_len-1 mapped, then -1, without reading the logits.
 
-#define THREADS 1024
+#if __CUDA_ARCH__ >= 900  // thread-block clusters and distributed shared memory are Hopper's
+#define TOPK_CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)
+#else  // earlier GPUs compile the cluster kernels as traps; the host launches them on sm_90+ only
+#define TOPK_CLUSTER_DIMS(n)
+#endif
+
+#define TOPK_THREADS 1024
+#define TOPK_WARPS (TOPK_THREADS / 32)
+#define TOPK_BINS 2048   // 11-bit digits: bits 31..21, then 20..10, then 9..0 (10 bits)
+#define TOPK_UNROLL 4    // 16-byte loads in flight per thread (64 KB per CTA)
 
 __device__ __forceinline__ unsigned int sortable_key(float x) {
     const unsigned int u = __float_as_uint(x);
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__device__ __forceinline__ int mapped(const int* table_row, long long raw, int page_size) {
-    return table_row[raw / page_size] * page_size + (int)(raw % page_size);
+__device__ __forceinline__ int mapped(const int* table_row, int raw, int page_size) {
+    return table_row[raw / page_size] * page_size + raw % page_size;
 }
 
-// Exclusive block-wide scan of a value < 2^16 packed per thread; returns the prefix, sets *total.
-__device__ int block_exclusive_scan(int value, int* warp_sums, int* total) {
+// the row is read once: keep it out of L1
+__device__ __forceinline__ float4 load_streaming(const float4* p) {
+    float4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+
+// Cluster barrier: every thread of every CTA of the cluster; release/acquire orders shared-memory
+// writes before it with distributed-shared-memory reads after it. Arrive and wait are split so a
+// CTA can leave its reads behind and wait only before it exits.
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+
+// Read a 32-bit word at the same shared-memory offset in CTA `rank` of this cluster.
+__device__ __forceinline__ int load_peer(const int* local, unsigned int rank) {
+    const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
+    unsigned int remote;
+    int value;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(value) : "r"(remote) : "memory");
+    return value;
+}
+
+// Exclusive block-wide scan; sets *total. Three barriers, the last one so warp_sums can be reused.
+__device__ __forceinline__ int block_exclusive_scan(int value, int* warp_sums, int* total) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int inclusive = value;
 #pragma unroll
@@ -38,71 +78,228 @@ __device__ int block_exclusive_scan(int value, int* warp_sums, int* total) {
     }
     __syncthreads();
     const int before = (warp ? warp_sums[warp - 1] : 0) + inclusive - value;
-    *total = warp_sums[31];
+    *total = warp_sums[TOPK_WARPS - 1];
     __syncthreads();
     return before;
 }
 
-__global__ void __launch_bounds__(THREADS) dsv4_topk_indices(const float* logits, long long columns, const int* seq_lens,
-                                                        const int* page_table, long long table_stride, int* out,
-                                                        int k, int page_size) {
-    __shared__ int hist[256];
-    __shared__ int warp_sums[32];
-    __shared__ unsigned int s_prefix;
-    __shared__ int s_remaining;
-    const int b = blockIdx.x;
-    const long long n = seq_lens[b];
+template <int CLUSTER>
+__device__ __forceinline__ void topk_row(const float* __restrict__ logits, long long columns,
+                                         const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                         long long table_stride, int* __restrict__ out, int k, int page_size) {
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
+    __shared__ int hist[2][TOPK_BINS];   // this CTA's counts; two so a pass never zeroes what a peer reads
+    __shared__ int row_hist[CLUSTER > 1 ? TOPK_BINS : 1];  // the cluster's sum
+    __shared__ int warp_sums[TOPK_WARPS];
+    __shared__ int warp_above[TOPK_WARPS], warp_inside[TOPK_WARPS];
+    __shared__ int cta_counts[2];        // keys above the bucket / inside it in this CTA (peers read them)
+    __shared__ int s_bin, s_above;
+
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
+    const int b = blockIdx.y;
+    const int n = seq_lens[b];
     int* out_row = out + (long long)b * k;
-    const int* table_row = page_table + b * table_stride;
-    if (n <= k) {
-        for (int i = threadIdx.x; i < k; i += blockDim.x) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= k) {  // the same for every CTA of the cluster, so no barrier is left waiting
+        if (rank == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
         return;
     }
-    const float* row = logits + (long long)b * columns;
-    unsigned int prefix = 0u, mask = 0u;
-    int remaining = k;
-    for (int shift = 24; shift >= 0; shift -= 8) {
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
-        __syncthreads();
-        for (long long i = threadIdx.x; i < n; i += blockDim.x) {
-            const unsigned int key = sortable_key(row[i]);
-            if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+
+    // this CTA's columns [begin, begin + m): a multiple of 4 long, so chunks keep the row's alignment
+    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    const int begin = min(n, rank * chunk);
+    const int m = min(n, begin + chunk) - begin;
+    const float* src = logits + (long long)b * columns + begin;
+    // columns before the first 16-byte boundary go one by one; the keys sit `shift` words into the
+    // buffer so the vector part lands on a 16-byte boundary in shared memory too
+    const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
+    const int head = min(m, (4 - shift) & 3);
+    unsigned int* keys = chunk_keys + shift;
+
+    for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) {
+        hist[0][i] = 0;
+        hist[1][i] = 0;
+    }
+    __syncthreads();
+
+    // pass 1 (the only global read): keys into shared memory, histogram of bits 31..21
+    {
+        int* h = hist[0];
+        const int vectors = (m - head) >> 2;
+        const int tail = head + 4 * vectors;
+        if (t < head) {
+            const unsigned int key = sortable_key(src[t]);
+            keys[t] = key;
+            atomicAdd(&h[key >> 21], 1);
         }
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            int above = 0, cut = 0;
-            for (int digit = 255; digit >= 0; --digit) {
-                if (above + hist[digit] >= remaining) {
-                    cut = digit;
-                    break;
+        if (t < m - tail) {
+            const unsigned int key = sortable_key(src[tail + t]);
+            keys[tail + t] = key;
+            atomicAdd(&h[key >> 21], 1);
+        }
+        const float4* src4 = reinterpret_cast<const float4*>(src + head);
+        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);
+        for (int v0 = t; v0 < vectors; v0 += TOPK_THREADS * TOPK_UNROLL) {
+            float4 x[TOPK_UNROLL];
+#pragma unroll
+            for (int u = 0; u < TOPK_UNROLL; ++u)
+                if (v0 + u * TOPK_THREADS < vectors) x[u] = load_streaming(src4 + v0 + u * TOPK_THREADS);
+#pragma unroll
+            for (int u = 0; u < TOPK_UNROLL; ++u) {
+                if (v0 + u * TOPK_THREADS < vectors) {
+                    const uint4 key = make_uint4(sortable_key(x[u].x), sortable_key(x[u].y), sortable_key(x[u].z),
+                                                 sortable_key(x[u].w));
+                    keys4[v0 + u * TOPK_THREADS] = key;
+                    atomicAdd(&h[key.x >> 21], 1);
+                    atomicAdd(&h[key.y >> 21], 1);
+                    atomicAdd(&h[key.z >> 21], 1);
+                    atomicAdd(&h[key.w >> 21], 1);
                 }
-                above += hist[digit];
             }
-            s_prefix = prefix | ((unsigned int)cut << shift);
-            s_remaining = remaining - above;
+        }
+    }
+
+    // The bucket [lo, hi] holds the k-th largest key; `remaining` of its keys are still to take
+    // (all keys above hi are taken). Each pass splits the bucket by the next digit.
+    unsigned int lo = 0u, hi = 0xffffffffu;
+    int remaining = k;
+    for (int pass = 0; pass < 3; ++pass) {
+        const int digit_shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
+        const unsigned int digit_mask = pass == 2 ? 0x3ffu : 0x7ffu;
+        int* h = hist[pass & 1];
+        if (pass > 0) {  // digits of the keys inside the bucket, from shared memory
+            for (int i = t; i < m; i += TOPK_THREADS) {
+                const unsigned int key = keys[i];
+                if (key >= lo && key <= hi) atomicAdd(&h[(key >> digit_shift) & digit_mask], 1);
+            }
+        }
+        const int* counts = h;
+        if (CLUSTER > 1) {
+            cluster_arrive();  // every CTA's histogram is complete
+            cluster_wait();
+            for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) {
+                int sum = 0;
+#pragma unroll
+                for (int r = 0; r < CLUSTER; ++r) sum += load_peer(&h[i], r);
+                row_hist[i] = sum;
+            }
+            counts = row_hist;
         }
         __syncthreads();
-        prefix = s_prefix;
-        remaining = s_remaining;
-        mask |= 255u << shift;
+        // hist[0] is free once pass 1 gets here: every thread and every peer is past pass 0's reads
+        // (the barriers above); pass 2 counts into it after the scan's barriers below
+        if (pass == 1)
+            for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) hist[0][i] = 0;
+
+        // threshold bin: bins in descending order, two per thread; the bin where the keys above it
+        // fall short of `remaining` and the keys in it reach it (exactly one bin qualifies)
+        {
+            const int a = TOPK_BINS - 1 - 2 * t;
+            const int in_a = counts[a], in_b = counts[a - 1];
+            int total;
+            const int before = block_exclusive_scan(in_a + in_b, warp_sums, &total);
+            if (before < remaining && before + in_a >= remaining) {
+                s_bin = a;
+                s_above = before;
+            } else if (before + in_a < remaining && before + in_a + in_b >= remaining) {
+                s_bin = a - 1;
+                s_above = before + in_a;
+            }
+            __syncthreads();
+        }
+        const int bin = s_bin;
+        const int inside = counts[bin];
+        remaining -= s_above;
+        lo |= (unsigned int)bin << digit_shift;
+        hi = lo | ((digit_shift ? (1u << digit_shift) : 1u) - 1u);
+        if (inside == remaining) break;  // the whole bucket is taken (same decision in every CTA)
+    }
+
+    // write-out: warp w walks its contiguous segment of the chunk 32 columns at a time, so ranks
+    // by ballot follow column order; first count, then scan over warps and CTAs, then write
+    const int segment = (((m + TOPK_WARPS - 1) / TOPK_WARPS) + 31) & ~31;
+    const int w_begin = min(m, warp * segment), w_end = min(m, w_begin + segment);
+    int n_above = 0, n_inside = 0;
+    for (int base = w_begin; base < w_end; base += 32) {
+        const int i = base + lane;
+        const unsigned int key = i < w_end ? keys[i] : 0u;
+        n_above += __popc(__ballot_sync(0xffffffffu, i < w_end && key > hi));
+        n_inside += __popc(__ballot_sync(0xffffffffu, i < w_end && key >= lo && key <= hi));
+    }
+    if (lane == 0) {
+        warp_above[warp] = n_above;
+        warp_inside[warp] = n_inside;
+    }
+    __syncthreads();
+    if (warp == 0) {  // exclusive scans over the warps; lane 31 publishes the CTA's totals
+        int above = warp_above[lane], in = warp_inside[lane];
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int x = __shfl_up_sync(0xffffffffu, above, off), y = __shfl_up_sync(0xffffffffu, in, off);
+            if (lane >= off) {
+                above += x;
+                in += y;
+            }
+        }
+        warp_above[lane] = above - warp_above[lane];
+        warp_inside[lane] = in - warp_inside[lane];
+        if (lane == 31) {
+            cta_counts[0] = above;
+            cta_counts[1] = in;
+        }
+    }
+    int pos_above = 0, pos_inside = 0;  // keys of the CTAs before this one in the row
+    if (CLUSTER > 1) {
+        cluster_arrive();
+        cluster_wait();
+        for (int r = 0; r < rank; ++r) {
+            pos_above += load_peer(&cta_counts[0], r);
+            pos_inside += load_peer(&cta_counts[1], r);
+        }
+        cluster_arrive();  // done reading peers; waited for before exit (a CTA's shared memory must outlive the reads)
+    } else {
         __syncthreads();
     }
-    const int first_equal = k - remaining;
-    int taken_above = 0, taken_equal = 0;
-    for (long long base = 0; base < n; base += blockDim.x) {
-        const long long i = base + threadIdx.x;
-        const unsigned int key = i < n ? sortable_key(row[i]) : 0u;
-        const int above = i < n && key > prefix;
-        const int equal = i < n && key == prefix;
-        int total;
-        const int rank = block_exclusive_scan(above | (equal << 16), warp_sums, &total);
-        const int above_rank = rank & 0xffff, equal_rank = rank >> 16;
-        if (above) {
-            out_row[taken_above + above_rank] = mapped(table_row, i, page_size);
-        } else if (equal && taken_equal + equal_rank < remaining) {
-            out_row[first_equal + taken_equal + equal_rank] = mapped(table_row, i, page_size);
+    pos_above += warp_above[warp];
+    pos_inside += warp_inside[warp];
+    const int first_inside = k - remaining;  // slots [0, k - remaining) hold the keys above the bucket
+    const unsigned int lanes_before = (1u << lane) - 1u;
+    for (int base = w_begin; base < w_end && (n_above > 0 || pos_inside < remaining); base += 32) {
+        const int i = base + lane;
+        const unsigned int key = i < w_end ? keys[i] : 0u;
+        const bool above = i < w_end && key > hi;
+        const bool in = i < w_end && key >= lo && key <= hi;
+        const unsigned int above_mask = __ballot_sync(0xffffffffu, above);
+        const unsigned int in_mask = __ballot_sync(0xffffffffu, in);
+        if (above) out_row[pos_above + __popc(above_mask & lanes_before)] = mapped(table_row, begin + i, page_size);
+        if (in) {
+            const int slot = pos_inside + __popc(in_mask & lanes_before);
+            if (slot < remaining) out_row[first_inside + slot] = mapped(table_row, begin + i, page_size);
         }
-        taken_above += total & 0xffff;
-        taken_equal += total >> 16;
+        pos_above += __popc(above_mask);
+        pos_inside += __popc(in_mask);
+        n_above -= __popc(above_mask);
     }
+    if (CLUSTER > 1) cluster_wait();
+}
+
+// One CTA per row (rows short enough or many enough to fill the GPU that way).
+__global__ void __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                      long long table_stride, int* out, int k, int page_size) {
+    topk_row<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size);
+}
+
+// CLUSTER CTAs per row, one cluster per row.
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_cluster(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                              long long table_stride, int* out, int k, int page_size) {
+#if __CUDA_ARCH__ >= 900
+    topk_row<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size);
+#else
+    __trap();
+#endif
 }

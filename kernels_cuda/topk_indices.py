@@ -1,4 +1,7 @@
-"""CUDA `topk_indices` (topk_indices.cu): one 1024-thread block per row, radix select."""
+"""CUDA `topk_indices` (topk_indices.cu): each row read once into shared memory by one CTA or by a
+thread-block cluster of 2, 4 or 8 CTAs, then selected there (docs/perf-notes.md, "Top-k")."""
+
+import functools
 
 import numpy as np
 import torch
@@ -6,12 +9,47 @@ import torch
 from harness import contract
 from kernels_cuda._loader import launch
 
+THREADS = 1024
+CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
+MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB of histograms)
+MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
+
+
+def chunk_columns(columns, cluster):
+    """Columns of a row one CTA holds, as the kernel splits it (a multiple of 4)."""
+    return (-(-columns // cluster) + 3) & ~3
+
+
+def cluster_size(batch, columns, sms, clusters=CLUSTERS):
+    """CTAs per row: the fewest whose chunks fit shared memory, doubled while the grid still fits
+    one CTA per SM and the chunks stay long enough."""
+    fitting = [c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK]
+    if not fitting:
+        raise ValueError(f"topk_indices (CUDA): rows of {columns} columns exceed {clusters[-1] * MAX_CHUNK} "
+                         f"on this GPU (thread-block clusters need sm_90+)")
+    cluster = fitting[0]
+    while (cluster < clusters[-1] and batch * cluster * 2 <= sms
+           and chunk_columns(columns, cluster * 2) >= MIN_CHUNK):
+        cluster *= 2
+    return cluster
+
+
+@functools.lru_cache(maxsize=None)
+def _device(device_index):
+    """(SMs, the cluster sizes the GPU runs): clusters are sm_90+."""
+    props = torch.cuda.get_device_properties(device_index)
+    return props.multi_processor_count, CLUSTERS if props.major >= 9 else CLUSTERS[:1]
+
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
-        launch("topk_indices.cu", "dsv4_topk_indices", (layout.batch,), (1024,),
+        device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
+        cluster = cluster_size(layout.batch, layout.columns, *_device(device_index))
+        kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
+        shared = 4 * (chunk_columns(layout.columns, cluster) + 4)  # keys + up to 3 words of alignment shift
+        launch("topk_indices.cu", kernel, (cluster, layout.batch), (THREADS,),
                (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                page_size), logits.device)
+                page_size), logits.device, shared_mem=shared)
     return out
