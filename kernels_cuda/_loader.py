@@ -26,7 +26,9 @@ KERNELS = {
     "indexer_logits.cu": ["dsv4_indexer_logits"],
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
                         "dsv4_topk_indices_cluster<8>"],
-    "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"],
+    "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
+                           + [f"dsv4_sparse_attention_h64<{s}, {p}>" for s in ("true", "false") for p in ("true", "false")]
+                           + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"],
 }
 
 

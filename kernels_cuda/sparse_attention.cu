@@ -28,6 +28,13 @@ __device__ __forceinline__ void mma_bf16(float* c, const unsigned int* a, unsign
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void ldmatrix_x4(unsigned int* r, const void* smem) {
+    const unsigned int addr = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
 __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int* r, const void* smem) {
     const unsigned int addr = (unsigned int)__cvta_generic_to_shared(smem);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -209,4 +216,262 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
         if (row_lo) lse[(long long)b * heads + h0 + g] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
         if (row_hi) lse[(long long)b * heads + h0 + g + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// dsv4_sparse_attention_h64: 64 heads per CTA, so each gathered row is read once for all of them
+// (at H 128, twice: two CTAs), with split-K over the index list for short grids.
+//
+// 8 warps: warp w serves heads 16 (w & 3) .. +15 over the dims half (w >> 2) * 256 .. +255, so the
+// two warps of a head group split the 512-wide dot and the 512-wide output (FlashMLA's split of the
+// output across its two math warpgroups). Per tile of 32 gathered rows:
+// - S = Q K^T over the warp's half (Q in shared memory, A fragments by ldmatrix: Q in registers
+//   would take 64 more a thread and spill); the partner's partial S comes through
+//   shared memory and each warp adds it to its own (a + b = b + a: both warps hold identical S);
+// - online softmax in fp32 (base 2), identical in both warps of a head group;
+// - O += P V over the warp's output half: P from the S accumulators, V through ldmatrix.trans.
+// Tiles stream through STAGES shared buffers by cp.async, STAGES - 1 tiles ahead of the math.
+// Heads past `heads` (H not a multiple of 64): the warp skips its math, still joins the barriers.
+// SPLIT: this CTA covers indices [split * chunk, +chunk) and writes its output normalised by its own
+// sum (fp32) and its lse; dsv4_sparse_attention_combine merges the splits and applies the sink.
+
+#define H64_WARPS 8
+#define H64_HALF 256  // dims per warp
+#define STAGES 3
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(H64_WARPS * 32, 1)
+    dsv4_sparse_attention_h64(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                              int chunk, float sm_scale) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned char* kv_s = smem;                                               // [STAGES][TILE] rows of KV_STRIDE
+    float* s_part = reinterpret_cast<float*>(smem + STAGES * TILE * KV_STRIDE);  // [H64_WARPS][16][32 lanes]
+    int* valid_s = reinterpret_cast<int*>(s_part + H64_WARPS * 16 * 32);     // [STAGES][TILE]
+    unsigned char* q_s = reinterpret_cast<unsigned char*>(valid_s + STAGES * TILE);  // [64 heads] rows of KV_STRIDE
+    const int b = blockIdx.x, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int group = warp & 3, half = warp >> 2, partner = warp ^ 4;
+    const int h0 = blockIdx.y * 64 + group * 16;
+    const bool active = h0 < heads;  // warp-uniform
+    const bool row_lo = h0 + g < heads, row_hi = h0 + g + 8 < heads;
+    const int k_begin = split * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    const int* idx_row = indices + (long long)b * K + k_begin;
+    const float scale2 = sm_scale * LOG2E;
+
+    // the CTA's 64 query heads into shared memory (heads past the end: zeros); they join the first
+    // tile's commit group, so the first top-of-loop wait and barrier cover them
+    const int cta_h0 = blockIdx.y * 64;
+    for (int c = threadIdx.x; c < 64 * (DIM * 2 / 16); c += H64_WARPS * 32) {
+        const int r = c / (DIM * 2 / 16), piece = c % (DIM * 2 / 16);
+        if (cta_h0 + r < heads) {
+            cp_async16(q_s + r * KV_STRIDE + piece * 16,
+                       reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + cta_h0 + r) * DIM * 2 + piece * 16);
+        } else {
+            *reinterpret_cast<uint4*>(q_s + r * KV_STRIDE + piece * 16) = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    // ldmatrix.x4 address of this lane for the A fragment of k-step 0: rows group*16 + (lane & 15),
+    // dims half*256 + (lane >> 4)*8; registers 0..3 come back as the m16n8k16 A fragment a0..a3
+    const unsigned char* q_frag = q_s + (group * 16 + (lane & 15)) * KV_STRIDE + (half * H64_HALF + (lane >> 4) * 8) * 2;
+
+    // one commit group per call, empty past the end, so wait_group counts stay uniform
+    auto fetch = [&](int tile, int buf) {
+        if (tile * TILE < n) {
+            unsigned char* dst = kv_s + buf * TILE * KV_STRIDE;
+            for (int c = threadIdx.x; c < TILE * (DIM * 2 / 16); c += H64_WARPS * 32) {
+                const int r = c / (DIM * 2 / 16), piece = c % (DIM * 2 / 16);
+                const int i = tile * TILE + r;
+                const int idx = i < n ? idx_row[i] : -1;
+                if (idx >= 0) {
+                    cp_async16(dst + r * KV_STRIDE + piece * 16,
+                               reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + r * KV_STRIDE + piece * 16) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (piece == 0) valid_s[buf * TILE + r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    };
+
+    float o[H64_HALF / 8][4];
+#pragma unroll
+    for (int j = 0; j < H64_HALF / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    const int tiles = (n + TILE - 1) / TILE;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) fetch(s, s);
+    for (int i = 0; i < tiles; ++i) {
+        const int buf = i % STAGES;
+        cp_async_wait<STAGES - 2>();  // this thread's copies of tile i have landed
+        __syncthreads();              // everyone's have; and everyone left tile i - 1, whose buffer is refilled now
+        fetch(i + STAGES - 1, (i + STAGES - 1) % STAGES);
+        const unsigned char* tile_s = kv_s + buf * TILE * KV_STRIDE;
+
+        float s[4][4];
+        if (active) {
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const unsigned short* row0 =
+                reinterpret_cast<const unsigned short*>(tile_s + g * KV_STRIDE) + half * H64_HALF + 2 * t;
+#pragma unroll
+            for (int ks = 0; ks < 16; ++ks) {
+                unsigned int a[4];
+                ldmatrix_x4(a, q_frag + ks * 16 * 2);
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt) {
+                    const unsigned short* row = row0 + nt * 8 * (KV_STRIDE / 2);
+                    mma_bf16(s[nt], a, ld32(row + ks * 16), ld32(row + ks * 16 + 8));
+                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) s_part[(warp * 16 + nt * 4 + c) * 32 + lane] = s[nt][c];
+        }
+        __syncthreads();  // partials visible
+        if (active) {
+            float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                const bool v0 = valid_s[buf * TILE + nt * 8 + 2 * t], v1 = valid_s[buf * TILE + nt * 8 + 2 * t + 1];
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    const float full = s[nt][c] + s_part[(partner * 16 + nt * 4 + c) * 32 + lane];
+                    s[nt][c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
+                }
+                mx_lo = fmaxf(mx_lo, fmaxf(s[nt][0], s[nt][1]));
+                mx_hi = fmaxf(mx_hi, fmaxf(s[nt][2], s[nt][3]));
+            }
+#pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {  // over t: the row's 32 columns
+                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+            }
+            const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+            const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+            const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+            float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 4; ++nt) {
+                s[nt][0] = exp2f(s[nt][0] - use_lo);
+                s[nt][1] = exp2f(s[nt][1] - use_lo);
+                s[nt][2] = exp2f(s[nt][2] - use_hi);
+                s[nt][3] = exp2f(s[nt][3] - use_hi);
+                sum_lo += s[nt][0] + s[nt][1];
+                sum_hi += s[nt][2] + s[nt][3];
+            }
+#pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+                sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+            }
+            l_lo = l_lo * alpha_lo + sum_lo;
+            l_hi = l_hi * alpha_hi + sum_hi;
+            m_lo = new_lo;
+            m_hi = new_hi;
+#pragma unroll
+            for (int j = 0; j < H64_HALF / 8; ++j) {
+                o[j][0] *= alpha_lo;
+                o[j][1] *= alpha_lo;
+                o[j][2] *= alpha_hi;
+                o[j][3] *= alpha_hi;
+            }
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                const unsigned int p[4] = {pack_bf16(s[2 * ks][0], s[2 * ks][1]), pack_bf16(s[2 * ks][2], s[2 * ks][3]),
+                                           pack_bf16(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                                           pack_bf16(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+                const int mi = lane >> 3, r = lane & 7;
+                const unsigned char* base =
+                    tile_s + (ks * 16 + (mi & 1) * 8 + r) * KV_STRIDE + (half * H64_HALF + (mi >> 1) * 8) * 2;
+#pragma unroll
+                for (int j = 0; j < H64_HALF / 8; j += 2) {
+                    unsigned int v[4];
+                    ldmatrix_x4_trans(v, base + j * 8 * 2);
+                    mma_bf16(o[j], p, v[0], v[1]);
+                    mma_bf16(o[j + 1], p, v[2], v[3]);
+                }
+            }
+        }
+        // no barrier here: the next tile's top barrier orders these reads of s_part and the buffer
+        // before anyone rewrites them
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+
+    if (!active) return;
+    const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
+    if (SPLIT) {  // output normalised by this split's own sum; lse of this split
+        const long long prow = ((long long)b * gridDim.z + split) * heads + h0 + g;
+        const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+        float* p_lo = part_out + prow * DIM + half * H64_HALF + 2 * t;
+        float* p_hi = p_lo + 8 * DIM;
+#pragma unroll
+        for (int j = 0; j < H64_HALF / 8; ++j) {
+            if (row_lo) *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[j][0] * inv_lo, o[j][1] * inv_lo);
+            if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[j][2] * inv_hi, o[j][3] * inv_hi);
+        }
+        if (half == 0 && t == 0) {
+            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        }
+        return;
+    }
+    // out = O / (l [+ exp(sink - m)]); a row with no valid index: out 0, lse -inf
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    unsigned short* out_lo = out + row * DIM + half * H64_HALF + 2 * t;
+    unsigned short* out_hi = out_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < H64_HALF / 8; ++j) {
+        if (row_lo) *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[j][0] * inv_lo, o[j][1] * inv_lo);
+        if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[j][2] * inv_hi, o[j][3] * inv_hi);
+    }
+    if (half == 0 && t == 0) {
+        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+}
+
+// Merges the splits of dsv4_sparse_attention_h64: one CTA of 128 threads per (query row, head), 4
+// dims a thread. lse = log sum_s exp(lse_s); out = sum_s exp(lse_s - lse) out_s / (1 + exp(sink - lse)).
+// An empty split (lse_s = -inf) weighs 0; an all-empty row gives out 0, lse -inf.
+template <bool HAS_SINK>
+__global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float* part_out, const float* part_lse,
+                                                                    const float* sink, unsigned short* out, float* lse,
+                                                                    int heads, int splits) {
+    const int b = blockIdx.x, h = blockIdx.y;
+    const long long first = (long long)b * splits * heads + h;  // split s at first + s * heads
+    float mx = -INFINITY;
+    for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[first + (long long)s * heads]);
+    const float mx_use = mx == -INFINITY ? 0.f : mx;
+    float total = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s = 0; s < splits; ++s) {
+        const long long prow = first + (long long)s * heads;
+        const float w = exp2f((part_lse[prow] - mx_use) * LOG2E);
+        total += w;
+        if (w > 0.f) {
+            const float4 v = *reinterpret_cast<const float4*>(part_out + prow * DIM + threadIdx.x * 4);
+            acc.x += w * v.x;
+            acc.y += w * v.y;
+            acc.z += w * v.z;
+            acc.w += w * v.w;
+        }
+    }
+    const float row_lse = total > 0.f ? mx_use + log2f(total) * LN2 : -INFINITY;
+    float scale = total > 0.f ? 1.f / total : 0.f;
+    if (HAS_SINK && total > 0.f) scale /= 1.f + exp2f(fminf((sink[h] - row_lse) * LOG2E, 126.f));
+    const long long row = (long long)b * heads + h;
+    unsigned int* dst = reinterpret_cast<unsigned int*>(out + row * DIM + threadIdx.x * 4);
+    dst[0] = pack_bf16(acc.x * scale, acc.y * scale);
+    dst[1] = pack_bf16(acc.z * scale, acc.w * scale);
+    if (threadIdx.x == 0) lse[row] = row_lse;
 }
