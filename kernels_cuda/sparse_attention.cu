@@ -277,14 +277,27 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
     // dims half*256 + (lane >> 4)*8; registers 0..3 come back as the m16n8k16 A fragment a0..a3
     const unsigned char* q_frag = q_s + (group * 16 + (lane & 15)) * KV_STRIDE + (half * H64_HALF + (lane >> 4) * 8) * 2;
 
-    // one commit group per call, empty past the end, so wait_group counts stay uniform
+    // Thread x copies 16-byte piece x % 64 of rows x / 64 + 4k (k < 8) of each tile. Its 8 indices
+    // of a tile are loaded one tile before its copies are issued (load_idx, then fetch one
+    // iteration later), so the index loads' latency hides behind a tile of math.
+    constexpr int ROWS_PER_THREAD = TILE * (DIM * 2 / 16) / (H64_WARPS * 32);
+    const int piece = threadIdx.x % (DIM * 2 / 16), row_first = threadIdx.x / (DIM * 2 / 16);
+    int idx_next[ROWS_PER_THREAD];
+    auto load_idx = [&](int tile) {
+#pragma unroll
+        for (int k = 0; k < ROWS_PER_THREAD; ++k) {
+            const int i = tile * TILE + row_first + k * (H64_WARPS * 32 / (DIM * 2 / 16));
+            idx_next[k] = i < n ? idx_row[i] : -1;
+        }
+    };
+    // copies of one tile from idx_next; one commit group per call, empty past the end, so the
+    // wait_group counts stay uniform
     auto fetch = [&](int tile, int buf) {
         if (tile * TILE < n) {
             unsigned char* dst = kv_s + buf * TILE * KV_STRIDE;
-            for (int c = threadIdx.x; c < TILE * (DIM * 2 / 16); c += H64_WARPS * 32) {
-                const int r = c / (DIM * 2 / 16), piece = c % (DIM * 2 / 16);
-                const int i = tile * TILE + r;
-                const int idx = i < n ? idx_row[i] : -1;
+#pragma unroll
+            for (int k = 0; k < ROWS_PER_THREAD; ++k) {
+                const int r = row_first + k * (H64_WARPS * 32 / (DIM * 2 / 16)), idx = idx_next[k];
                 if (idx >= 0) {
                     cp_async16(dst + r * KV_STRIDE + piece * 16,
                                reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
@@ -303,12 +316,17 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
     const int tiles = (n + TILE - 1) / TILE;
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) fetch(s, s);
+    for (int s = 0; s < STAGES - 1; ++s) {
+        load_idx(s);
+        fetch(s, s);
+    }
+    load_idx(STAGES - 1);
     for (int i = 0; i < tiles; ++i) {
         const int buf = i % STAGES;
         cp_async_wait<STAGES - 2>();  // this thread's copies of tile i have landed
         __syncthreads();              // everyone's have; and everyone left tile i - 1, whose buffer is refilled now
         fetch(i + STAGES - 1, (i + STAGES - 1) % STAGES);
+        load_idx(i + STAGES);
         const unsigned char* tile_s = kv_s + buf * TILE * KV_STRIDE;
 
         float s[4][4];
