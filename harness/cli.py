@@ -237,7 +237,7 @@ def check_command(args):
                 notes = [f"{knowns} known"] * bool(knowns) + [f"{skips} skipped"] * bool(skips and skips < len(group))
                 if notes:
                     verdict += f" ({', '.join(notes)})"
-                row += [verdict, _worst(group)]
+                row += [verdict, _worst(group) + K.compare.recall_summary([r.metrics for r in group])]
             rows.append(row)
         headers = ["family", "cases"] + [h for b in loaded for h in (b.name, "worst")]
         print(f"\n{op}")

@@ -33,12 +33,6 @@ LEDGER = (
           "sglang 0.5.15 topk_transform_512_v2, H200, 2026-11-30"),
     Known("flashinfer", "topk_indices", r"a second run gave different bits \(nondeterminism\)", _TIES,
           "flashinfer-python 0.6.4, H200, 2026-11-30"),
-    # 0.000108 .. 0.000499, or 1e-05 .. 9.99e-05, as the comparator prints them (3 significant digits)
-    Known("deepgemm", "indexer_logits", r"relative L2 (0\.000[1-4]\d*|\d(\.\d+)?e-05) > 1e-05",
-          "relative L2 1.0e-4 to 1.4e-4 against the SPEC's 1e-5 on exact fp8 inputs: the size of error that "
-          "Hopper's fp8 tensor-core MMA leaves (its accumulator keeps fewer bits than float32; this project's "
-          "Triton fp8 dot measured 1.1e-4 there and uses fp16 dots instead)",
-          "sgl-deep-gemm 0.1.5.post1, H200, 2026-11-30"),
 )
 
 

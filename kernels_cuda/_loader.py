@@ -23,7 +23,7 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 KERNELS = {
     "compress.cu": ["dsv4_compress_pool<4, 8>", "dsv4_compress_pool<128, 128>", "dsv4_compress_store",
                     "dsv4_compress_online"],
-    "indexer_logits.cu": ["dsv4_indexer_logits"],
+    "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma"],
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
                         "dsv4_topk_indices_cluster<8>"],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]

@@ -166,3 +166,270 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
         if (e < max_len) out_row[e] = e < ctx ? acc[j] : -INFINITY;
     }
 }
+
+
+// ---------------------------------------------------------------------------------------------
+// Hopper path (sm_90a only): dsv4_indexer_logits_wgmma. fp8 tensor-core MMA (wgmma e4m3 x e4m3 ->
+// f32, QGMMA in SASS) under SPEC 5's revised bound (rel. L2 3e-4 per row; QGMMA measured 1.0e-4 to
+// 1.4e-4). One warpgroup (128 threads) per CTA, WG_CTAS_PER_SM CTAs per SM, a persistent grid:
+// the live cache blocks of all requests (sum of ceil(context_len / 64)) are one list, cut into
+// gridDim.x contiguous ranges of equal length, so unequal context lengths balance across the SMs.
+// Per block: D[64 heads x 64 keys] = q[64 x 128] . keys[64 x 128]^T, four m64n64k32 steps that
+// accumulate all 128 dims in the MMA chain; epilogue: * key scale, ReLU, * head weight, sum over
+// the heads (butterfly shuffles inside each warp's 16 rows, then 4 warp partials in shared memory).
+//
+// Shared-memory layout of q and of each key stage: 64 rows of 128 bytes, K-major, in wgmma's
+// 128-byte swizzle (16-byte chunk c of row r at r*128 + ((c ^ (r & 7)) * 16), 1024-byte aligned);
+// cp.async writes that layout directly (a 1-D bulk copy cannot swizzle, and the unswizzled layout
+// wants 16-byte core-matrix rows, not 128-byte ones). A STAGES-deep cp.async ring keeps about
+// 3 x (STAGES-1) x 8.4 KB in flight per SM. Rows past context_len within a block hold whatever the
+// cache holds (possibly NaN): MMA columns are independent and the store selects -inf by index.
+// Heads > 64 or another architecture: the fp16 mma.sync kernel above (the Python side dispatches).
+
+#define WG_THREADS 128
+#define WG_STAGES 5
+#define WG_HEADS 64
+#define WG_KEY_TILE (BLOCK_ENTRIES * KEY_DIM)  // 8192 bytes, a multiple of the 1024-byte swizzle atom
+#define WG_SMEM_BYTES (1024 /* alignment slack */ + WG_KEY_TILE * (1 + WG_STAGES) + WG_STAGES * BLOCK_ENTRIES * 4 + 2 * 4 * BLOCK_ENTRIES * 4)
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ unsigned int swizzled(int row, int chunk) { return row * 128 + ((chunk ^ (row & 7)) << 4); }
+
+// wgmma shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart
+// (stride byte offset); the leading byte offset is unused for swizzled K-major layouts (1 by
+// convention); base offset 0 (the tile is 1024-byte aligned). Advancing along K by 32 bytes inside
+// the 128-byte swizzle row adds 32 to the start address (the swizzle is applied to address bits).
+__device__ __forceinline__ unsigned long long smem_desc(const void* tile) {
+    const unsigned int addr = (unsigned int)__cvta_generic_to_shared(tile);
+    unsigned long long d = (unsigned long long)((addr & 0x3FFFF) >> 4);
+    d |= 1ull << 16;                       // leading byte offset (unused here) >> 4
+    d |= (unsigned long long)(1024 >> 4) << 32;  // stride byte offset >> 4
+    d |= 1ull << 62;                       // layout: 128-byte swizzle
+    return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// generic-proxy writes of shared memory (st.shared, cp.async) made visible to wgmma's async proxy
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// An empty asm that "writes" every accumulator: the compiler can move no access of d across it
+// (the wgmma asm statements name d, the fence and wait statements do not).
+__device__ __forceinline__ void pin_registers(float* d) {
+#pragma unroll
+    for (int k = 0; k < 32; ++k) asm volatile("" : "+f"(d[k])::"memory");
+}
+
+// d[64 x 64] (+)= A[64 x 32] . B[64 x 32]^T, e4m3 inputs, f32 accumulate; accumulate = 0 zeroes d first
+__device__ __forceinline__ void wgmma_m64n64k32(float* d, unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(accumulate)
+        : "memory");
+}
+
+__device__ __forceinline__ int blocks_of(const int* context_lens, int b) { return (context_lens[b] + BLOCK_ENTRIES - 1) / BLOCK_ENTRIES; }
+
+// sum over the CTA of one int per thread (every thread gets it); `red` holds 4 ints
+__device__ __forceinline__ int cta_sum(int v, int* red) {
+#pragma unroll
+    for (int off = 16; off; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    return red[0] + red[1] + red[2] + red[3];
+}
+
+// Position (request, block) of the live block with list index `start`: a chunked scan over the requests.
+__device__ void find_block(const int* context_lens, int batch, long long start, int* red, int* b_out, int* j_out) {
+    __shared__ int found[2];
+    if (threadIdx.x == 0) found[0] = batch, found[1] = 0;
+    long long base = 0;
+    for (int b0 = 0; b0 < batch; b0 += WG_THREADS) {
+        const int b = b0 + threadIdx.x;
+        const int v = b < batch ? blocks_of(context_lens, b) : 0;
+        int incl = v;  // inclusive scan over the warp, then over the 4 warps
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int n = __shfl_up_sync(0xffffffffu, incl, off);
+            if ((threadIdx.x & 31) >= off) incl += n;
+        }
+        __syncthreads();
+        if ((threadIdx.x & 31) == 31) red[threadIdx.x >> 5] = incl;
+        __syncthreads();
+        for (int w = 0; w < (threadIdx.x >> 5); ++w) incl += red[w];
+        const long long lo = base + incl - v;
+        if (v > 0 && start >= lo && start < lo + v) found[0] = b, found[1] = (int)(start - lo);
+        base += red[0] + red[1] + red[2] + red[3];
+        __syncthreads();
+        if (base > start) break;
+    }
+    __syncthreads();
+    *b_out = found[0];
+    *j_out = found[1];
+}
+
+// One butterfly step over lane bit `lane_xor`: the lane keeps one half of v[0 .. 2*HALF) (the upper
+// one if `upper`), adds its partner's copy of that half, and gives the partner the other half.
+template <int HALF>
+__device__ __forceinline__ void fold_half(float* v, bool upper, int lane_xor) {
+#pragma unroll
+    for (int k = 0; k < HALF; ++k) {
+        const float send = upper ? v[k] : v[k + HALF];
+        const float keep = upper ? v[k + HALF] : v[k];
+        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, lane_xor);
+    }
+}
+
+// the next live block after (b, j)
+__device__ __forceinline__ void next_block(const int* context_lens, int batch, int& b, int& j) {
+    ++j;
+    while (b < batch && j >= blocks_of(context_lens, b)) ++b, j = 0;
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+__global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
+        const unsigned char* q, const float* weights, const unsigned char* cache, const int* context_lens,
+        const int* block_table, long long table_stride, float* out, int max_len, int heads, int batch) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ int red[4];
+    unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+    unsigned char* q_s = smem;                                   // [64][128] swizzled
+    unsigned char* k_s = smem + WG_KEY_TILE;                     // [STAGES][64][128] swizzled
+    float* scale_s = (float*)(k_s + WG_STAGES * WG_KEY_TILE);    // [STAGES][64]
+    float* part = scale_s + WG_STAGES * BLOCK_ENTRIES;           // [2][4 warps][64]
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+
+    // -inf past each request's last live block: every CTA a strided share of every row
+    for (int b = 0; b < batch; ++b) {
+        const long long first = (long long)blocks_of(context_lens, b) * BLOCK_ENTRIES;
+        float* row = out + (long long)b * max_len;
+        for (long long e = first + (long long)blockIdx.x * WG_THREADS + tid; e < max_len; e += (long long)gridDim.x * WG_THREADS)
+            row[e] = -INFINITY;
+    }
+
+    // this CTA's contiguous range of the live-block list
+    int mine = 0;
+    for (int b = tid; b < batch; b += WG_THREADS) mine += blocks_of(context_lens, b);
+    const long long total = cta_sum(mine, red);
+    const long long lo = total * blockIdx.x / gridDim.x, hi = total * (blockIdx.x + 1) / gridDim.x;
+    const int count = (int)(hi - lo);
+    if (count == 0) return;
+    int pb, pj;  // producer position
+    find_block(context_lens, batch, lo, red, &pb, &pj);
+    int cb = pb, cj = pj;   // consumer position
+    int fb = -1, fj = 0;    // the block whose partial sums wait in `part` to be stored
+
+    // block at (b, j) into ring stage s: 512 key chunks (swizzled) + 16 scale chunks, 16 bytes each
+    auto fetch = [&](int b, int j, int s) {
+        const unsigned char* src = cache + (long long)block_table[(long long)b * table_stride + j] * BLOCK_BYTES;
+        unsigned char* dst = k_s + s * WG_KEY_TILE;
+#pragma unroll
+        for (int c = tid; c < BLOCK_ENTRIES * 8; c += WG_THREADS) cp_async16(dst + swizzled(c >> 3, c & 7), src + c * 16);
+        if (tid < BLOCK_ENTRIES / 4) cp_async16(scale_s + s * BLOCK_ENTRIES + tid * 4, src + WG_KEY_TILE + tid * 16);
+    };
+    // the partial sums of block (fb, fj) from `part[parity]` to the output (threads 0..63)
+    auto flush = [&](int parity) {
+        if (fb >= 0 && tid < BLOCK_ENTRIES) {
+            const float* p = part + parity * 4 * BLOCK_ENTRIES;
+            const float sum = (p[tid] + p[BLOCK_ENTRIES + tid]) + (p[2 * BLOCK_ENTRIES + tid] + p[3 * BLOCK_ENTRIES + tid]);
+            const long long e = (long long)fj * BLOCK_ENTRIES + tid;
+            if (e < max_len) out[(long long)fb * max_len + e] = e < context_lens[fb] ? sum : -INFINITY;
+        }
+    };
+
+#pragma unroll 1
+    for (int s = 0; s < WG_STAGES - 1; ++s) {
+        if (s < count) {
+            fetch(pb, pj, s);
+            next_block(context_lens, batch, pb, pj);
+        }
+        cp_async_commit();
+    }
+
+    int q_b = -1;  // request whose queries sit in q_s
+    float w_lo = 0.f, w_hi = 0.f;  // weights of heads 16*warp + g and + 8
+    const unsigned long long q_desc = smem_desc(q_s);
+#pragma unroll 1
+    for (int i = 0; i < count; ++i) {
+        const int s = i % WG_STAGES;
+        cp_async_wait<WG_STAGES - 2>();  // this thread's copies of block i have landed
+        fence_proxy_async();
+        __syncthreads();  // everyone's have; iteration i-1 is done with its stage and `part` half
+        flush((i + 1) & 1);
+        fb = cb, fj = cj;
+        if (i + WG_STAGES - 1 < count) {  // refill the stage block i-1 used
+            fetch(pb, pj, (i + WG_STAGES - 1) % WG_STAGES);
+            next_block(context_lens, batch, pb, pj);
+        }
+        cp_async_commit();
+        if (cb != q_b) {  // a new request: its queries (heads past H: zero rows, zero weights)
+            q_b = cb;
+            for (int c = tid; c < WG_HEADS * 8; c += WG_THREADS) {
+                const int r = c >> 3;
+                uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                if (r < heads) v = *reinterpret_cast<const uint4*>(q + ((long long)cb * heads + r) * KEY_DIM + (c & 7) * 16);
+                *reinterpret_cast<uint4*>(q_s + swizzled(r, c & 7)) = v;
+            }
+            const int h = warp * 16 + g;
+            w_lo = h < heads ? weights[(long long)cb * heads + h] : 0.f;
+            w_hi = h + 8 < heads ? weights[(long long)cb * heads + h + 8] : 0.f;
+            fence_proxy_async();
+            __syncthreads();
+        }
+
+        float d[32];
+#pragma unroll
+        for (int k = 0; k < 32; ++k) d[k] = 0.f;
+        const unsigned long long k_desc = smem_desc(k_s + s * WG_KEY_TILE);
+        pin_registers(d);
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < KEY_DIM / 32; ++k) wgmma_m64n64k32(d, q_desc + 2 * k, k_desc + 2 * k, k);  // +32 bytes
+        wgmma_commit();
+        wgmma_wait_all();
+        pin_registers(d);  // no read of d may be scheduled above the wait
+
+        // d[4n + 0/1]: head 16*warp + g, keys 8n + 2t, +1; d[4n + 2/3]: head + 8, the same keys
+        const float* sc = scale_s + s * BLOCK_ENTRIES;
+        float v[16];
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float scale = sc[8 * n + 2 * t + e];
+                v[2 * n + e] = w_lo * fmaxf(d[4 * n + e] * scale, 0.f) + w_hi * fmaxf(d[4 * n + 2 + e] * scale, 0.f);
+            }
+        }
+        // butterfly reduce-scatter over g (lane bits 2..4): after it, lane (g, t) holds the warp's sums
+        // of keys 8 * (4 * g2 + 2 * g1 + g0) + 2t + {0, 1}, where g = 4 g2 + 2 g1 + g0
+        fold_half<8>(v, (g >> 2) & 1, 16);
+        fold_half<4>(v, (g >> 1) & 1, 8);
+        fold_half<2>(v, g & 1, 4);
+        float* p = part + (i & 1) * 4 * BLOCK_ENTRIES + warp * BLOCK_ENTRIES;
+        const int key = 8 * (4 * ((g >> 2) & 1) + 2 * ((g >> 1) & 1) + (g & 1)) + 2 * t;
+        p[key] = v[0];
+        p[key + 1] = v[1];
+        next_block(context_lens, batch, cb, cj);
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    flush((count + 1) & 1);
+#else
+    // Built for another architecture: wgmma exists only on sm_90a. The host dispatches here only on
+    // Hopper; a launch anywhere else stops loudly instead of leaving the output unwritten.
+    __trap();
+#endif
+}

@@ -45,7 +45,7 @@ def test_block_table_is_followed():
     new_table = table.clone()
     perm = torch.randperm(cache.shape[0], generator=I.generator(1))
     for b in range(table.shape[0]):
-        for i in range(table.shape[1]):
+        for i in range(contract.cdiv(int(ctx[b]), 64)):  # the columns in use (later ones may hold stale entries)
             if table[b, i] >= 0:
                 new_table[b, i] = perm[table[b, i]]
                 moved[perm[table[b, i]]] = cache[table[b, i]]
@@ -95,3 +95,51 @@ def test_pack_puts_entry_t_in_block_table_t_div_64_row_t_mod_64():
     assert torch.equal(keys[3, 5], k[5].view(torch.uint8)) and torch.equal(keys[1, 2], k[66].view(torch.uint8))
     assert scales[3, 5] == s[5] and scales[1, 2] == s[66]
     assert (cache[0] == 0xFF).all() and torch.isnan(scales[1, 6:]).all()
+
+
+@pytest.fixture(scope="module")
+def long_and_short_rows():
+    """Reference logits of a long row (4000 entries) and a short one (64): the short row is under 2 %
+    of the tensor's entries, so its error barely moves a norm over the whole tensor."""
+    x = I.indexer_inputs(context_lens=[4000, 64], heads=32, seed=11, max_context_len=4096)
+    return x.call(R.indexer_logits)
+
+
+def _relative_noise(ref, rel, seed):
+    noise = torch.randn(ref.shape, generator=I.generator(seed), dtype=torch.float64) * rel
+    return torch.where(torch.isfinite(ref), ref.double() * (1 + noise), ref.double()).float()
+
+
+def test_comparator_passes_fp8_mma_sized_error_and_fails_bf16_rounding(long_and_short_rows):
+    from harness import compare
+    ref = long_and_short_rows
+    ok = compare.indexer_logits({"logits": _relative_noise(ref, 1e-4, 1)}, {"logits": ref})
+    assert ok.ok, ok.message
+    assert 5e-5 < ok.metrics["row_rel_l2_max"] < compare.INDEXER_REL_L2
+    rounded = compare.indexer_logits({"logits": ref.bfloat16().float()}, {"logits": ref})
+    assert not rounded.ok and "relative L2" in rounded.message
+
+
+def test_comparator_bound_holds_per_row(long_and_short_rows):
+    """One row 1e-3 off fails, although the norm over the whole tensor stays inside the bound."""
+    from harness import compare
+    ref = long_and_short_rows
+    got = ref.clone()
+    got[1, :64] *= 1 + 1e-3
+    report = compare.indexer_logits({"logits": got}, {"logits": ref})
+    assert report.metrics["rel_l2"] < compare.INDEXER_REL_L2  # a whole-tensor norm would pass it
+    assert not report.ok and report.message.startswith("logits: row 1 relative L2 0.001")
+
+
+def test_recall_counts_the_reference_selection_that_the_backend_keeps(long_and_short_rows):
+    from harness import compare
+    ref = long_and_short_rows
+    same = compare.indexer_logits({"logits": ref.clone()}, {"logits": ref})
+    assert same.ok and same.metrics["recall"] == 1.0
+    got = ref.clone()
+    top = int(ref[0].argmax())
+    got[0, top] = ref[0, :4000].min() - 1  # the best entry of row 0 falls out of the backend's top 512
+    report = compare.indexer_logits({"logits": got}, {"logits": ref})
+    # row 0 selects 512 of 4000, row 1 all of its 64 entries: one of 576 lost
+    assert report.metrics["recall"] == pytest.approx(575 / 576)
+    assert not report.ok  # and that entry's error breaks the bound
