@@ -200,6 +200,8 @@ def _b(op, name, seed, **params):
 
 
 _DECODE_64 = [65536 + 97 * i for i in range(64)]  # decode positions around 64K tokens
+_DECODE_256 = [65536 + 97 * i for i in range(256)]
+_HCA_64 = [(1 << 20) - 1 - 3 * i for i in range(64)]  # HCA decode near 1M tokens: 8192 visible entries
 BENCH = {
     "v4-flash": [
         _b("compress", "c4-paged-prefill-64k", 100, ratio=4, d=512, mode="paged", prefix=[0], steps=[[65536]]),
@@ -219,6 +221,12 @@ BENCH = {
         _b("topk_indices", "b64-262144", 110, seq_lens=[262144] * 64, columns=262144, k=512),
         _b("sparse_attention", "decode-b64-h64-k640", 111, positions=_DECODE_64, heads=64, ratio=4, topk=512),
         _b("sparse_attention", "decode-b64-h128-k1152", 112, positions=_DECODE_64, heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "decode-b1-h64-k640", 170, positions=_DECODE_64[:1], heads=64, ratio=4, topk=512),
+        _b("sparse_attention", "decode-b8-h64-k640", 171, positions=_DECODE_64[:8], heads=64, ratio=4, topk=512),
+        _b("sparse_attention", "decode-b256-h64-k640", 172, positions=_DECODE_256, heads=64, ratio=4, topk=512),
+        _b("sparse_attention", "hca-decode-b64-h64-k8320", 173, positions=_HCA_64, heads=64, ratio=128, topk=8192),
+        _b("sparse_attention", "prefill-4096-h64-k640", 174, prefill=(65536 - 4096, 4096), heads=64, ratio=4,
+           topk=512),
     ],
     "v4-pro": [
         _b("indexer_logits", "b64-256k-tokens", 120, context_lens=[65536] * 64, heads=64, max_context_len=65536),
@@ -227,6 +235,11 @@ BENCH = {
         _b("sparse_attention", "hca-decode-b64-h128-k8320", 123, positions=[(1 << 20) - 1 - 3 * i for i in range(64)],
            heads=128, ratio=128, topk=8192),
         _b("sparse_attention", "decode-b1-1k-h128", 124, positions=[1023], heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "decode-b1-h128-k1152", 175, positions=_DECODE_64[:1], heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "decode-b8-h128-k1152", 176, positions=_DECODE_64[:8], heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "decode-b256-h128-k1152", 177, positions=_DECODE_256, heads=128, ratio=4, topk=1024),
+        _b("sparse_attention", "prefill-4096-h128-k1152", 178, prefill=(65536 - 4096, 4096), heads=128, ratio=4,
+           topk=1024),
         _b("compress", "c4-paged-decode-b256", 125, ratio=4, d=512, mode="paged",
            prefix=[(1 << 19) + 7 * i for i in range(256)], steps=[[1] * 256]),
     ],
@@ -336,7 +349,11 @@ def build(case, device="cpu"):
         return I.to_device(x, device)
     if case.op == "sparse_attention":
         gen = I.generator(case.seed + 7919)
-        if "random" in p:
+        if "prefill" in p:  # one request's prefill: each token its own window and top-k
+            idx, pool = I.prefill_attention_indices(*p["prefill"], ratio=p["ratio"], topk=p["topk"], gen=gen)
+            x = I.attention_inputs(positions=None, heads=p["heads"], seed=case.seed, device="cpu",
+                                   sink=p.get("sink", True), indices=idx, pool_rows=pool)
+        elif "random" in p:
             k, pool, invalid = p["random"]
             idx = I.random_indices(len(p.get("positions", [0, 0, 0])), k, pool, invalid, gen)
             x = I.attention_inputs(positions=None, heads=p["heads"], seed=case.seed, device="cpu",

@@ -345,6 +345,38 @@ def attention_indices(positions, *, ratio, topk, window=128, gen):
     return indices, base
 
 
+def prefill_attention_indices(start, tokens, *, ratio, topk, window=128, gen):
+    """Index rows of one request's prefill: query tokens at positions start .. start+tokens-1, each
+    with its own window (its last `window` raw positions, oldest first, -1 where the position would
+    be negative) and its own compressed part (ratio 4: min(topk, visible) entries chosen at random
+    among its visible j < (p+1)//ratio; ratio 128: all visible; then -1). The pool is
+    [raw rows of positions start-window+1 .. start+tokens-1][the request's compressed entries].
+    Vectorised (random keys and one topk), so 4096 tokens at 64K build in about a second.
+    Returns (indices int32 [tokens, window + topk], pool rows)."""
+    end = start + tokens
+    raw_first = max(0, start - window + 1)
+    raw_rows = end - raw_first
+    pos = torch.arange(start, end)
+    slot_pos = pos[:, None] - window + 1 + torch.arange(window)[None, :]  # oldest .. newest
+    win = torch.where(slot_pos >= 0, slot_pos - raw_first, -1)
+    visible = (pos + 1) // ratio
+    entries = int(visible.max()) if tokens else 0
+    if ratio == 4:
+        keys = torch.rand(tokens, max(entries, 1), generator=gen)
+        keys = keys.masked_fill(torch.arange(keys.shape[1])[None, :] >= visible[:, None], -1.0)
+        take = min(topk, keys.shape[1])
+        chosen = keys.topk(take, dim=1).indices
+        chosen = torch.where(chosen < visible[:, None], chosen, -1)
+    else:
+        if entries > topk:
+            raise ValueError(f"HCA prefill: the last token sees {entries} entries > topk {topk}")
+        chosen = torch.arange(entries)[None, :].expand(tokens, entries)
+        chosen = torch.where(chosen < visible[:, None], chosen, -1)
+    comp = torch.full((tokens, topk), -1, dtype=torch.int64)
+    comp[:, :chosen.shape[1]] = torch.where(chosen >= 0, chosen + raw_rows, -1)
+    return torch.cat([win, comp], dim=1).int(), raw_rows + entries
+
+
 def random_indices(rows, k, pool, invalid, gen):
     """int32 [rows, k] uniform over a pool of `pool` rows, each entry -1 with probability `invalid`
     (repeats may occur: duplicates count twice)."""
