@@ -305,7 +305,8 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ unsigned char smem_raw[];
     __shared__ int red[4];
-    unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+    // the swizzle is applied to shared-window address bits: tiles start 1024-aligned in that window
+    unsigned char* smem = smem_raw + ((1024 - ((unsigned int)__cvta_generic_to_shared(smem_raw) & 1023)) & 1023);
     unsigned char* q_s = smem;                                   // [64][128] swizzled
     unsigned char* k_s = smem + WG_KEY_TILE;                     // [STAGES][64][128] swizzled
     float* scale_s = (float*)(k_s + WG_STAGES * WG_KEY_TILE);    // [STAGES][64]
