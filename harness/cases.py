@@ -202,6 +202,10 @@ def _b(op, name, seed, **params):
 _DECODE_64 = [65536 + 97 * i for i in range(64)]  # decode positions around 64K tokens
 _DECODE_256 = [65536 + 97 * i for i in range(256)]
 _HCA_64 = [(1 << 20) - 1 - 3 * i for i in range(64)]  # HCA decode near 1M tokens: 8192 visible entries
+# indexer contexts of mixed lengths in one batch: 1024 to 65536 entries (4K to 256K tokens)
+_INDEXER_MIXED_64 = [min(65536, (1024 << (i % 7)) + 61 * i) for i in range(64)]
+# MTP decode: rows at positions p and p+1 of each request; entry j is visible iff 4j + 3 <= p
+_INDEXER_MTP_128 = [(p + d + 1) // 4 for p in _DECODE_64 for d in (0, 1)]
 BENCH = {
     "v4-flash": [
         _b("compress", "c4-paged-prefill-64k", 100, ratio=4, d=512, mode="paged", prefix=[0], steps=[[65536]]),
@@ -216,6 +220,15 @@ BENCH = {
            prefix=[4096 + 13 * i for i in range(512)], steps=[[1] * 512]),
         _b("indexer_logits", "b64-64k-tokens", 106, context_lens=[16384] * 64, heads=64, max_context_len=16384),
         _b("indexer_logits", "b64-256k-tokens", 107, context_lens=[65536] * 64, heads=64, max_context_len=65536),
+        _b("indexer_logits", "b1-256k-tokens", 180, context_lens=[65536], heads=64, max_context_len=65536),
+        _b("indexer_logits", "b256-64k-tokens", 181, context_lens=[16384] * 256, heads=64, max_context_len=16384),
+        _b("indexer_logits", "b64-mixed-4k-to-256k-tokens", 182, context_lens=_INDEXER_MIXED_64, heads=64,
+           max_context_len=65536),
+        _b("indexer_logits", "b64-64k-tokens-h32", 183, context_lens=[16384] * 64, heads=32, max_context_len=16384),
+        # MTP: two query rows per request flattened into B (as SGLang's V4 indexer does); here each row has
+        # its own cache blocks, so the case reads twice the bytes of an engine whose pairs share them
+        _b("indexer_logits", "mtp-b64x2-64k-tokens", 184, context_lens=_INDEXER_MTP_128, heads=64,
+           max_context_len=max(_INDEXER_MTP_128)),
         _b("topk_indices", "b64-16384", 108, seq_lens=[16384] * 64, columns=16384, k=512),
         _b("topk_indices", "b64-65536", 109, seq_lens=[65536] * 64, columns=65536, k=512),
         _b("topk_indices", "b64-262144", 110, seq_lens=[262144] * 64, columns=262144, k=512),
