@@ -146,69 +146,6 @@ def compress_state_reads(ratio, prefix_len, extend_len):
     return range(max(0, window_start), prefix_len)
 
 
-def compress_plan(prefix_lens, extend_lens, ratio):
-    """The per-call work list kernels launch over, from one host copy of the lengths (the output
-    size depends on them anyway), as numpy int64 arrays by name:
-    kv_start[b] (first kv_score row of request b); entry_req / entry_j (request and j of each output
-    row, in output order); seg_req / seg_block / seg_out / seg_last (each ratio-block an extend
-    touches: its request, block number, output row or -1, whether it is the request's last);
-    row_req (the request of each kv_score row); has_extend[b]."""
-    prefix, extend = torch.stack([prefix_lens, extend_lens]).cpu().numpy().astype(np.int64)
-    batch = len(prefix)
-    end, kv_start = prefix + extend, np.cumsum(extend) - extend
-    first = prefix // ratio
-    emitted = end // ratio - first
-    out_start = np.cumsum(emitted) - emitted
-    entry_req = np.repeat(np.arange(batch), emitted)
-    segments = np.where(extend > 0, (end - 1) // ratio - first + 1, 0)
-    seg_req = np.repeat(np.arange(batch), segments)
-    local = np.arange(len(seg_req)) - (np.cumsum(segments) - segments)[seg_req]
-    return {"kv_start": kv_start, "entry_req": entry_req,
-            "entry_j": first[entry_req] + np.arange(len(entry_req)) - out_start[entry_req],
-            "seg_req": seg_req, "seg_block": first[seg_req] + local,
-            "seg_out": np.where(local < emitted[seg_req], out_start[seg_req] + local, -1),
-            "seg_last": local == segments[seg_req] - 1, "row_req": np.repeat(np.arange(batch), extend),
-            "has_extend": extend > 0}
-
-
-def to_device_int32(arrays, device):
-    """numpy arrays by name -> int32 tensors on device, in one transfer."""
-    flat = torch.from_numpy(np.concatenate([np.asarray(a, dtype=np.int32) for a in arrays.values()])).to(device)
-    out, offset = {}, 0
-    for name, a in arrays.items():
-        out[name] = flat[offset:offset + len(a)]
-        offset += len(a)
-    return out
-
-
-@dataclass(frozen=True)
-class StateArgs:
-    """How a kernel addresses the ring or paged state: `table` and `rows` are always valid pointers
-    (prefix_lens stands in for the one a mode does not use), `stride` the page table's row stride."""
-    paged: bool
-    table: torch.Tensor
-    rows: torch.Tensor
-    stride: int
-    ring: int
-
-
-def compress_state_args(mode, ratio, prefix_lens, state_rows, page_table):
-    paged = mode == "paged"
-    return StateArgs(paged, page_table if paged else prefix_lens, prefix_lens if paged else state_rows,
-                     page_table.stride(0) if paged else 0, RING_WIDTH[ratio])
-
-
-def commit_online_state(state, state_rows, new_state, has_extend):
-    """Online mode: the requests that had new positions take their new running state."""
-    rows = state_rows.long()
-    state[rows] = torch.where(has_extend.bool()[:, None, None], new_state, state[rows])
-
-
-def compress_output_rows(ratio, prefix_lens, extend_lens):
-    """Rows of the output: one per emitted entry, all requests."""
-    return sum(len(compress_emitted(ratio, p, e)) for p, e in zip(prefix_lens, extend_lens))
-
-
 @dataclass(frozen=True)
 class CompressLayout:
     ratio: int
@@ -221,31 +158,36 @@ class CompressLayout:
     extend_lens: list | None
 
 
-def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None,
-                   page_table=None, validate=True) -> CompressLayout:
+@dataclass(frozen=True)
+class CompressMetadata:
+    """The metadata of a compress call as checked: host copies of the lengths (and of the state rows
+    or page table) when validated, else None."""
+    ratio: int
+    mode: str
+    batch: int
+    prefix_lens: list | None
+    extend_lens: list | None
+    state_rows: list | None
+    page_table: np.ndarray | None
+
+
+def check_compress_metadata(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, page_table=None,
+                            validate=True, device=None) -> CompressMetadata:
+    """What compress's metadata arguments allow on their own (the planner's checks, SPEC 7): dtypes,
+    shapes, one device, and with validate the lengths, distinct state rows and the pages the call
+    reads or writes. Checks against the per-layer tensors (rows of kv_score, sizes of the state) are
+    check_compress's."""
     ratio = _int("ratio", ratio, choices=RATIOS)
     if mode not in MODES:
         raise InputError("mode", f"expected one of {MODES}, got {mode!r}")
     if mode == "online" and ratio != 128:
         raise InputError("mode", "online mode exists for ratio 128 only")
-    _tensor("kv_score", kv_score, torch.float32, 2)
-    device = kv_score.device
-    factor = ROW_WIDTH_FACTOR[ratio]
-    width = kv_score.shape[1]
-    if width == 0 or width % factor:
-        raise InputError("kv_score", f"ratio {ratio} rows are {factor}*d wide, got width {width}")
-    d = width // factor
-    _tensor("ape", ape, torch.float32, 2, device)
-    _shape("ape", ape, APE_SHAPE[ratio](d))
     _tensor("prefix_lens", prefix_lens, torch.int32, 1, device)
+    device = prefix_lens.device
     batch = prefix_lens.shape[0]
     _tensor("extend_lens", extend_lens, torch.int32, 1, device)
     _shape("extend_lens", extend_lens, (batch,))
-
-    _tensor("state", state, torch.float32, 3, device)
     if mode == "paged":
-        if tuple(state.shape[1:]) != (ratio, width):
-            raise InputError("state", f"paged state is [pages, {ratio}, {width}], got {tuple(state.shape)}")
         if state_rows is not None:
             raise InputError("state_rows", "is for ring and online modes; paged mode takes page_table")
         if page_table is None:
@@ -254,19 +196,14 @@ def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mod
         if page_table.shape[0] != batch:
             raise InputError("page_table", f"expected {batch} rows (one per request), got {page_table.shape[0]}")
     else:
-        row_shape = (RING_WIDTH[ratio], width) if mode == "ring" else (ONLINE_FIELDS, d)
-        if tuple(state.shape[1:]) != row_shape:
-            raise InputError("state", f"{mode} state is [rows, {row_shape[0]}, {row_shape[1]}], "
-                                      f"got {tuple(state.shape)}")
         if page_table is not None:
             raise InputError("page_table", f"is for paged mode; {mode} mode takes state_rows")
         if state_rows is None:
             raise InputError("state_rows", f"is required in {mode} mode")
         _tensor("state_rows", state_rows, torch.int32, 1, device)
         _shape("state_rows", state_rows, (batch,))
-
     if not validate:
-        return CompressLayout(ratio, mode, d, width, batch, None, None)
+        return CompressMetadata(ratio, mode, batch, None, None, None, None)
 
     prefix, extend = _host(prefix_lens), _host(extend_lens)
     _range("prefix_lens", prefix, 0, INT32_MAX)
@@ -274,23 +211,81 @@ def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mod
     for b in range(batch):
         if prefix[b] + extend[b] > INT32_MAX:
             raise InputError("extend_lens", f"request {b}: prefix + extend exceeds int32 positions")
-    if sum(extend) != kv_score.shape[0]:
-        raise InputError("kv_score", f"expected sum(extend_lens) = {sum(extend)} rows, got {kv_score.shape[0]}")
-
+    rows = table = None
     if mode == "paged":
-        _check_compress_pages(ratio, state.shape[0], _host_table(page_table), prefix, extend)
+        table = _host_table(page_table)
+        _check_compress_pages(ratio, table, prefix, extend)
     else:
         rows = _host(state_rows)
-        _range("state_rows", rows, 0, state.shape[0] - 1, "row of state")
+        _range("state_rows", rows, 0, INT32_MAX, "row of state")
         if len(set(rows)) != len(rows):
             raise InputError("state_rows", "two requests share a state row")
+    return CompressMetadata(ratio, mode, batch, prefix, extend, rows, table)
+
+
+def _compress_head_dim(ratio, mode, kv_score, ape, state):
+    """d, from the arguments that agree on it: kv_score's width (factor * d), ape's (ratio 4: 2d, 128:
+    d) and the state's (E or online d). One that disagrees with the other two is the one named; when
+    no two agree, kv_score's width decides (and the first other argument off it is named)."""
+    factor = ROW_WIDTH_FACTOR[ratio]
+    width = kv_score.shape[1]
+    from_kv = width // factor if width and width % factor == 0 else None
+    ape_width = ape.shape[1] if ape.shape[0] == APE_SHAPE[ratio](1)[0] else None
+    from_ape = ape_width if ratio == 128 else (ape_width // 2 if ape_width and ape_width % 2 == 0 else None)
+    state_width = state.shape[2]
+    from_state = state_width if mode == "online" else (state_width // factor if state_width % factor == 0 else None)
+    from_ape, from_state = from_ape or None, from_state or None
+    if from_ape is not None and from_ape == from_state and from_kv != from_ape:
+        raise InputError("kv_score", f"ratio {ratio} rows are {factor}*d wide and ape {tuple(ape.shape)} and state "
+                                     f"{tuple(state.shape)} agree on d = {from_ape}, so width {factor * from_ape} "
+                                     f"is expected; got width {width}")
+    if from_kv is None:
+        raise InputError("kv_score", f"ratio {ratio} rows are {factor}*d wide, got width {width}")
+    if from_state == from_kv and from_ape != from_kv:
+        raise InputError("ape", f"expected shape {APE_SHAPE[ratio](from_kv)} (d = {from_kv}: kv_score's width "
+                                f"{width} and the state {tuple(state.shape)} agree), got {tuple(ape.shape)}")
+    return from_kv
+
+
+def check_compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None,
+                   page_table=None, validate=True) -> CompressLayout:
+    _tensor("kv_score", kv_score, torch.float32, 2)
+    device = kv_score.device
+    meta = check_compress_metadata(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
+                                   page_table=page_table, validate=validate, device=device)
+    ratio, batch = meta.ratio, meta.batch
+    _tensor("ape", ape, torch.float32, 2, device)
+    _tensor("state", state, torch.float32, 3, device)
+    d = _compress_head_dim(ratio, mode, kv_score, ape, state)
+    factor = ROW_WIDTH_FACTOR[ratio]
+    width = factor * d
+    _shape("ape", ape, APE_SHAPE[ratio](d))
+    if mode == "paged":
+        if tuple(state.shape[1:]) != (ratio, width):
+            raise InputError("state", f"paged state is [pages, {ratio}, {width}], got {tuple(state.shape)}")
+    else:
+        row_shape = (RING_WIDTH[ratio], width) if mode == "ring" else (ONLINE_FIELDS, d)
+        if tuple(state.shape[1:]) != row_shape:
+            raise InputError("state", f"{mode} state is [rows, {row_shape[0]}, {row_shape[1]}], "
+                                      f"got {tuple(state.shape)}")
+
+    if not validate:
+        return CompressLayout(ratio, mode, d, width, batch, None, None)
+
+    prefix, extend = meta.prefix_lens, meta.extend_lens
+    if sum(extend) != kv_score.shape[0]:
+        raise InputError("kv_score", f"expected sum(extend_lens) = {sum(extend)} rows, got {kv_score.shape[0]}")
+    if mode == "paged":
+        _range("page_table", meta.page_table, -1, state.shape[0] - 1, "page of state")
+    else:
+        _range("state_rows", meta.state_rows, 0, state.shape[0] - 1, "row of state")
     return CompressLayout(ratio, mode, d, width, batch, prefix, extend)
 
 
-def _check_compress_pages(ratio, num_pages, table, prefix, extend):
+def _check_compress_pages(ratio, table, prefix, extend):
     """Pages read must be present; a page written belongs to one (request, block) only."""
     max_blocks = table.shape[1]
-    _range("page_table", table, -1, num_pages - 1, "page")
+    _range("page_table", table, -1, INT32_MAX, "page")
     owners = {}  # page -> {(request, block)} over every page the call touches
     written = set()
     for b, row in enumerate(table):
@@ -345,6 +340,11 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
 
     lens = _host(context_lens)
     max_blocks = block_table.shape[1]
+    over = [b for b, n in enumerate(lens) if n > max_context_len]
+    if over:
+        raise InputError("context_lens", f"context_lens[{over[0]}] = {lens[over[0]]} exceeds max_context_len = "
+                                         f"{max_context_len} (the logits' width): raise max_context_len to at "
+                                         f"least {max(lens)} or shorten the context")
     _range("context_lens", lens, 0, max_context_len, "context_len")
     table = _host_table(block_table)
     for b, n in enumerate(lens):

@@ -2,12 +2,12 @@
 torch tensors (raw device pointers, torch's current stream). `python -m kernels_cuda.build`
 compiles every kernel without a GPU and reports registers, shared memory and spills."""
 
-from kernels_cuda.compress import compress
+from kernels_cuda.compress import compress, compress_plan
 from kernels_cuda.indexer_logits import indexer_logits
 from kernels_cuda.sparse_attention import sparse_attention
 from kernels_cuda.topk_indices import topk_indices
 
-__all__ = ["compress", "indexer_logits", "topk_indices", "sparse_attention", "unavailable_reason"]
+__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "unavailable_reason"]
 
 
 def unavailable_reason(device):

@@ -21,8 +21,8 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 # source file -> the template instantiations it exports (NVRTC name expressions); every kernel is
 # named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
 KERNELS = {
-    "compress.cu": ["dsv4_compress_pool<4, 8>", "dsv4_compress_pool<128, 128>", "dsv4_compress_store",
-                    "dsv4_compress_online"],
+    "compress.cu": [f"dsv4_compress_c{r}<{v}, {m}>" for r in (4, 128) for v in (4, 1) for m in ((0, 1) if r == 4 else (0, 1, 2))]
+                   + ["dsv4_compress_online_commit"],
     "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma"],
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
                         "dsv4_topk_indices_cluster<8>"],

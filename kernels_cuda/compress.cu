@@ -1,116 +1,308 @@
 // compress (SPEC 1). Memory layout: kv_score [T, E] row-major, E = 4d ([kv_ov|kv_cur|sc_ov|sc_cur])
 // or 2d ([kv|sc]); ring state [S, W, E]; paged state [P, r, E]; online state [S, 3, d];
-// ape [4, 2d] or [128, d]; out [N, d]. One thread per channel: loads are coalesced across a warp.
+// ape [4, 2d] or [128, d]; out [N, d].
+//
+// One CTA per (segment, channel tile): a segment is one ratio-block that a request's new positions
+// touch (harness/plans.py). The CTA pools the block's entry when the call completes it and stores the
+// block's new rows that the state keeps, so a decode step is one launch and a prefill reads each new
+// row once. Each thread owns VEC consecutive channels (16-byte loads when VEC = 4). Reads of the state
+// precede the writes that could replace them inside one CTA; across CTAs the planner proves there is no
+// such overlap or splits the call into a pool launch and a store launch (ring: `pool`, `store` flags).
 
-// One block per (output entry, 128 channels): a streaming softmax over the entry's window, whose
-// rows come from kv_score from the prefix on and from the state before it.
-template <int RATIO, int TERMS>
-__global__ void dsv4_compress_pool(const float* kv, const float* state, const float* ape, float* out,
-                              const int* entry_req, const int* entry_j, const int* prefix_lens,
-                              const int* kv_start, const int* state_rows, const int* page_table,
-                              long long table_stride, int d, int E, int ring, int paged) {
-    const int e = blockIdx.x;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= d) return;
-    const int b = entry_req[e];
-    const long long j = entry_j[e];
-    const long long prefix = prefix_lens[b];
-    const long long start = kv_start[b];
-    float m = -INFINITY, s = 0.f, acc = 0.f;
-    for (int i = 0; i < TERMS; ++i) {
-        const long long p = RATIO * j + i - (RATIO == 4 ? 4 : 0);
-        if (p < 0) continue;  // C4 entry 0: no overlap block (value 0, logit -inf)
-        const int half = (RATIO == 4 && i >= 4) ? 1 : 0;
-        const int val_col = RATIO == 4 ? half * d : 0;
-        const int sc_col = RATIO == 4 ? 2 * d + half * d : d;
-        const float bias = RATIO == 4 ? ape[(i % 4) * 2 * d + half * d + c] : ape[(long long)i * d + c];
-        const float* row;
-        if (p >= prefix) {
-            row = kv + (start + p - prefix) * E;
-        } else if (paged) {
-            row = state + ((long long)page_table[b * table_stride + p / RATIO] * RATIO + p % RATIO) * E;
-        } else {
-            row = state + ((long long)state_rows[b] * ring + p % ring) * E;
-        }
-        const float x = row[sc_col + c] + bias;
-        const float y = row[val_col + c];
-        const float m2 = fmaxf(m, x);
-        const float a = expf(m - m2);  // 0 on the first term (m = -inf)
-        const float w = expf(x - m2);
-        s = s * a + w;
-        acc = acc * a + w * y;
-        m = m2;
+template <int VEC> struct Vec;
+template <> struct Vec<4> {
+    float v[4];
+    __device__ __forceinline__ void load(const float* p) {
+        const float4 x = *reinterpret_cast<const float4*>(p);
+        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
     }
-    out[(long long)e * d + c] = acc / s;
+    __device__ __forceinline__ void load_nc(const float* p) {
+        const float4 x = __ldg(reinterpret_cast<const float4*>(p));
+        v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
+    }
+    __device__ __forceinline__ void store(float* p) const {
+        *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+};
+template <> struct Vec<1> {
+    float v[1];
+    __device__ __forceinline__ void load(const float* p) { v[0] = *p; }
+    __device__ __forceinline__ void load_nc(const float* p) { v[0] = __ldg(p); }
+    __device__ __forceinline__ void store(float* p) const { *p = v[0]; }
+};
+
+enum { MODE_RING = 0, MODE_PAGED = 1, MODE_ONLINE = 2 };
+
+struct Segment {
+    int b;             // request
+    long long g;       // block
+    long long prefix;  // first new position
+    long long end;     // one past the last new position
+    long long start;   // kv_score row of position `prefix`
+};
+
+__device__ __forceinline__ Segment segment_of(int s, const int* seg_req, const int* seg_block, const int* prefix_lens,
+                                              const int* extend_lens, const int* kv_start) {
+    Segment seg;
+    seg.b = seg_req[s];
+    seg.g = seg_block[s];
+    seg.prefix = prefix_lens[seg.b];
+    seg.end = seg.prefix + extend_lens[seg.b];
+    seg.start = kv_start[seg.b];
+    return seg;
 }
 
-// One block per new row: copy it into the state if the state keeps it (ring: the request's last
-// `ring` positions; paged: rows whose block has a page). Launched after dsv4_compress_pool.
-__global__ void dsv4_compress_store(const float* kv, float* state, const int* row_req, const int* prefix_lens,
-                               const int* extend_lens, const int* kv_start, const int* state_rows,
-                               const int* page_table, long long table_stride, int E, int ratio, int ring,
-                               int paged) {
-    const int row = blockIdx.x;
-    const int b = row_req[row];
-    const long long p = (long long)prefix_lens[b] + (row - kv_start[b]);
-    long long dst;
-    if (paged) {
-        const int page = page_table[b * table_stride + p / ratio];
-        if (page < 0) return;
-        dst = ((long long)page * ratio + p % ratio) * E;
-    } else {
-        if (p < (long long)prefix_lens[b] + extend_lens[b] - ring) return;
-        dst = ((long long)state_rows[b] * ring + p % ring) * E;
-    }
-    const float* src = kv + (long long)row * E;
-    for (int i = threadIdx.x; i < E; i += blockDim.x) state[dst + i] = src[i];
+// The raw row of position p: kv_score from the prefix on, else the state (ring slot or page slot).
+template <int RATIO, int MODE>
+__device__ __forceinline__ const float* row_of(long long p, const Segment& seg, const float* kv, const float* state,
+                                              const int* state_rows, const int* page_table, long long table_stride,
+                                              int E) {
+    if (p >= seg.prefix) return kv + (seg.start + p - seg.prefix) * E;
+    if (MODE == MODE_PAGED)
+        return state + ((long long)page_table[seg.b * table_stride + p / RATIO] * RATIO + p % RATIO) * E;
+    constexpr int W = RATIO == 4 ? 8 : 128;
+    return state + ((long long)state_rows[seg.b] * W + p % W) * E;
 }
 
-// Online ratio 128: one block per (128-block an extend touches, 128 channels), the SPEC recurrence
-// over the block's new positions, starting from the running state when the block began earlier.
-// New states go to new_state[b] (the first and last block of a request may be different blocks).
-__global__ void dsv4_compress_online(const float* kv, const float* state, float* new_state, const float* ape,
-                                float* out, const int* seg_req, const int* seg_block, const int* seg_out,
-                                const int* seg_last, const int* prefix_lens, const int* extend_lens,
-                                const int* kv_start, const int* state_rows, int d) {
-    const int g_id = blockIdx.x;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= d) return;
-    const int b = seg_req[g_id];
-    const long long g = seg_block[g_id];
-    const long long prefix = prefix_lens[b];
-    const long long end = prefix + extend_lens[b];
-    const long long lo = prefix > 128 * g ? prefix : 128 * g;
-    const long long hi = end < 128 * g + 128 ? end : 128 * g + 128;
-    float m = 0.f, s = 0.f, v = 0.f;
-    if (lo > 128 * g) {
-        const float* st = state + (long long)state_rows[b] * 3 * d;
-        m = st[c];
-        s = st[d + c];
-        v = st[2 * d + c];
+// Does the state keep new position p? paged: its block has a page; ring: one of the last W.
+template <int RATIO, int MODE>
+__device__ __forceinline__ float* kept_row(long long p, const Segment& seg, float* state, const int* state_rows,
+                                          const int* page_table, long long table_stride, int E) {
+    if (MODE == MODE_PAGED) {
+        const int page = page_table[seg.b * table_stride + p / RATIO];
+        return page < 0 ? nullptr : state + ((long long)page * RATIO + p % RATIO) * E;
     }
-    for (long long p = lo; p < hi; ++p) {
-        const float* row = kv + (kv_start[b] + p - prefix) * 2 * d;
-        const float x = row[d + c] + ape[(p % 128) * d + c];
-        const float y = row[c];
-        if (p % 128 == 0) {
-            m = x;
-            s = 1.f;
-            v = y;
-        } else {
-            const float m2 = fmaxf(m, x);
-            const float a = s * expf(m - m2);
-            const float w = expf(x - m2);
-            s = a + w;
-            v = (v * a + y * w) / s;
-            m = m2;
+    constexpr int W = RATIO == 4 ? 8 : 128;
+    if (p < seg.end - W) return nullptr;
+    return state + ((long long)state_rows[seg.b] * W + p % W) * E;
+}
+
+// Ratio 4: entry g pools the overlap half of block g-1 and the current half of block g (8 terms).
+template <int VEC, int MODE>
+__global__ void __launch_bounds__(128) dsv4_compress_c4(
+        const float* __restrict__ kv, float* state, const float* __restrict__ ape, float* __restrict__ out,
+        const int* __restrict__ seg_req, const int* __restrict__ seg_block, const int* __restrict__ seg_out,
+        const int* __restrict__ prefix_lens, const int* __restrict__ extend_lens, const int* __restrict__ kv_start,
+        const int* __restrict__ state_rows, const int* __restrict__ page_table, long long table_stride, int d,
+        int pool, int store) {
+    const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
+    if (c >= d) return;
+    const int E = 4 * d;
+    const Segment seg = segment_of(blockIdx.x, seg_req, seg_block, prefix_lens, extend_lens, kv_start);
+    const int o = seg_out[blockIdx.x];
+    const bool pooling = pool && o >= 0;
+    if (!pooling && !store) return;
+
+    // block g: all four sections of its new rows (stored), the current half of every row (pooled)
+    Vec<VEC> cur_kv[4], cur_sc[4], ov_kv[4], ov_sc[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const long long p = 4 * seg.g + i;
+        const bool fresh = p >= seg.prefix && p < seg.end;
+        if (fresh || (pooling && p < seg.prefix)) {
+            const float* r = row_of<4, MODE>(p, seg, kv, state, state_rows, page_table, table_stride, E);
+            if (fresh) {
+                cur_kv[i].load_nc(r + d + c);
+                cur_sc[i].load_nc(r + 3 * d + c);
+                if (store) {
+                    ov_kv[i].load_nc(r + c);
+                    ov_sc[i].load_nc(r + 2 * d + c);
+                }
+            } else {
+                cur_kv[i].load(r + d + c);
+                cur_sc[i].load(r + 3 * d + c);
+            }
         }
     }
-    if (seg_out[g_id] >= 0) out[(long long)seg_out[g_id] * d + c] = v;
-    if (seg_last[g_id]) {
-        float* ns = new_state + (long long)b * 3 * d;
-        ns[c] = m;
-        ns[d + c] = s;
-        ns[2 * d + c] = v;
+    // block g-1: the overlap half (absent for entry 0: value 0, logit -inf, so no term)
+    Vec<VEC> prev_kv[4], prev_sc[4];
+    if (pooling && seg.g > 0) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const long long p = 4 * seg.g - 4 + i;
+            const float* r = row_of<4, MODE>(p, seg, kv, state, state_rows, page_table, table_stride, E);
+            if (p >= seg.prefix) {
+                prev_kv[i].load_nc(r + c);
+                prev_sc[i].load_nc(r + 2 * d + c);
+            } else {
+                prev_kv[i].load(r + c);
+                prev_sc[i].load(r + 2 * d + c);
+            }
+        }
     }
+    if (pooling) {
+        Vec<VEC> bias_ov[4], bias_cur[4], result;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            bias_ov[i].load_nc(ape + i * 2 * d + c);
+            bias_cur[i].load_nc(ape + i * 2 * d + d + c);
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            float x[8], m = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                x[i] = seg.g > 0 ? prev_sc[i].v[k] + bias_ov[i].v[k] : -INFINITY;
+                x[4 + i] = cur_sc[i].v[k] + bias_cur[i].v[k];
+            }
+#pragma unroll
+            for (int i = 0; i < 8; ++i) m = fmaxf(m, x[i]);
+            float s = 0.f, acc = 0.f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float w = expf(x[i] - m);  // 0 for a missing overlap term
+                const float y = i < 4 ? (seg.g > 0 ? prev_kv[i].v[k] : 0.f) : cur_kv[i - 4].v[k];
+                s += w;
+                acc += w * y;
+            }
+            result.v[k] = acc / s;
+        }
+        result.store(out + (long long)o * d + c);
+    }
+    if (store) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const long long p = 4 * seg.g + i;
+            if (p < seg.prefix || p >= seg.end) continue;
+            float* dst = kept_row<4, MODE>(p, seg, state, state_rows, page_table, table_stride, E);
+            if (!dst) continue;
+            ov_kv[i].store(dst + c);
+            cur_kv[i].store(dst + d + c);
+            ov_sc[i].store(dst + 2 * d + c);
+            cur_sc[i].store(dst + 3 * d + c);
+        }
+    }
+}
+
+// Ratio 128: the block's positions in chunks of CHUNK, merged into a running (max, sum, weighted sum)
+// per channel. ring / paged: every position of a completed block is pooled, new rows are stored.
+// online: only the new positions, starting from the running state when the block began earlier;
+// the request's last segment writes the new running state (to `new_state[b]` when the planner
+// found a request that reads its state in one segment and writes it in another, else in place).
+template <int VEC, int MODE>
+__global__ void __launch_bounds__(128) dsv4_compress_c128(
+        const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
+        float* __restrict__ out, const int* __restrict__ seg_req, const int* __restrict__ seg_block,
+        const int* __restrict__ seg_out, const int* __restrict__ seg_last, const int* __restrict__ prefix_lens,
+        const int* __restrict__ extend_lens, const int* __restrict__ kv_start, const int* __restrict__ state_rows,
+        const int* __restrict__ page_table, long long table_stride, int d, int pool, int store) {
+    constexpr int CHUNK = 8;
+    const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
+    if (c >= d) return;
+    const int E = 2 * d;
+    const Segment seg = segment_of(blockIdx.x, seg_req, seg_block, prefix_lens, extend_lens, kv_start);
+    const int o = seg_out[blockIdx.x];
+    const long long base = 128 * seg.g;
+    const long long lo = seg.prefix > base ? seg.prefix : base;  // first new position in the block
+    const long long hi = seg.end < base + 128 ? seg.end : base + 128;
+    const bool pooling = pool && (MODE == MODE_ONLINE || o >= 0);
+    const bool storing = store && MODE != MODE_ONLINE;
+
+    float m[VEC], s[VEC], acc[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        m[k] = -INFINITY;
+        s[k] = 0.f;
+        acc[k] = 0.f;
+    }
+    const float* st = MODE == MODE_ONLINE ? state + (long long)state_rows[seg.b] * 3 * d : nullptr;
+    if (MODE == MODE_ONLINE && pooling && lo > base) {  // the block began in an earlier call
+        Vec<VEC> m0, s0, v0;
+        m0.load(st + c);
+        s0.load(st + d + c);
+        v0.load(st + 2 * d + c);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            m[k] = m0.v[k];
+            s[k] = s0.v[k];
+            acc[k] = v0.v[k] * s0.v[k];
+        }
+    }
+    // online reads only new positions; ring / paged pool the whole block, or store the new rows
+    const long long first = (MODE == MODE_ONLINE || !pooling) ? lo : base;
+    const long long last = (MODE == MODE_ONLINE || !pooling) ? hi : base + 128;
+    if (!pooling && !storing) return;
+    for (long long p0 = first; p0 < last; p0 += CHUNK) {
+        Vec<VEC> y[CHUNK], x[CHUNK], bias[CHUNK];
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            const long long p = p0 + i;
+            if (p < last) {
+                if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
+                const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(
+                    p, seg, kv, state, state_rows, page_table, table_stride, E);
+                if (p >= seg.prefix) {
+                    y[i].load_nc(r + c);
+                    x[i].load_nc(r + d + c);
+                } else {
+                    y[i].load(r + c);
+                    x[i].load(r + d + c);
+                }
+            }
+        }
+        if (storing) {
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) {
+                const long long p = p0 + i;
+                if (p < seg.prefix || p >= hi) continue;
+                float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(
+                    p, seg, state, state_rows, page_table, table_stride, E);
+                if (!dst) continue;
+                y[i].store(dst + c);
+                x[i].store(dst + d + c);
+            }
+        }
+        if (!pooling) continue;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            float xs[CHUNK], mc = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) {
+                const long long p = p0 + i;
+                xs[i] = p < last ? x[i].v[k] + bias[i].v[k] : -INFINITY;
+                mc = fmaxf(mc, xs[i]);
+            }
+            const float m2 = fmaxf(m[k], mc);
+            const float scale = expf(m[k] - m2);  // 0 while nothing was pooled (m = -inf)
+            float sc = 0.f, ac = 0.f;
+#pragma unroll
+            for (int i = 0; i < CHUNK; ++i) {
+                const float w = expf(xs[i] - m2);
+                sc += w;
+                ac += w * (p0 + i < last ? y[i].v[k] : 0.f);
+            }
+            s[k] = s[k] * scale + sc;
+            acc[k] = acc[k] * scale + ac;
+            m[k] = m2;
+        }
+    }
+    if (!pooling) return;
+    Vec<VEC> v;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v.v[k] = acc[k] / s[k];
+    if (o >= 0) v.store(out + (long long)o * d + c);
+    if (MODE == MODE_ONLINE && seg_last[blockIdx.x]) {
+        float* dst = new_state ? new_state + (long long)seg.b * 3 * d : state + (long long)state_rows[seg.b] * 3 * d;
+        Vec<VEC> mv, sv;
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            mv.v[k] = m[k];
+            sv.v[k] = s[k];
+        }
+        mv.store(dst + c);
+        sv.store(dst + d + c);
+        v.store(dst + 2 * d + c);
+    }
+}
+
+// Online mode, after dsv4_compress_c128 wrote to scratch: requests with new positions take their
+// new running state. One CTA per request.
+__global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
+                                            const int* __restrict__ extend_lens, const int* __restrict__ state_rows,
+                                            int d) {
+    const int b = blockIdx.x;
+    if (extend_lens[b] == 0) return;
+    float* dst = state + (long long)state_rows[b] * 3 * d;
+    const float* src = new_state + (long long)b * 3 * d;
+    for (int i = threadIdx.x; i < 3 * d; i += blockDim.x) dst[i] = src[i];
 }

@@ -1,41 +1,60 @@
-"""CUDA `compress` (compress.cu): pool launch, then the state-store launch (reads before writes);
-online mode: one launch into a scratch state, copied in afterwards."""
+"""CUDA `compress` (compress.cu): one launch per call over the plan's segments (harness/plans.py);
+a second only where the planner found a ring slot both read and overwritten (pool, then store) or an
+online state read and written by different segments (scratch, then commit). With a plan and
+validate=False the call does no host work that grows with the batch and never synchronises, so a
+CUDA graph can capture it."""
 
 import numpy as np
 import torch
 
-from harness import contract
+from harness import contract, plans
 from kernels_cuda._loader import launch
 
-CHANNELS = 128  # threads per block, one channel each
+THREADS = 128  # per CTA; each thread owns VEC channels
+
+compress_plan = plans.compress_plan
+MODE_ID = {"ring": 0, "paged": 1, "online": 2}
+
+
+def _vec(d, tensors):
+    """4 (16-byte loads) when every row and column offset is 16-byte aligned, else 1."""
+    return 4 if d % 4 == 0 and all(t.data_ptr() % 16 == 0 for t in tensors) else 1
 
 
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
-             validate=True):
+             validate=True, plan=None):
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
     d, device = layout.d, kv_score.device
-    plan = contract.to_device_int32(contract.compress_plan(prefix_lens, extend_lens, ratio), device)
-    n_out, n_seg = len(plan["entry_req"]), len(plan["seg_req"])
-    out = torch.empty((n_out, d), dtype=torch.float32, device=device)
-    channel_blocks = contract.cdiv(d, CHANNELS)
-    if mode == "online":
-        if n_seg:
-            new_state = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device)
-            launch("compress.cu", "dsv4_compress_online", (n_seg, channel_blocks), (CHANNELS,),
-                   (kv_score, state, new_state, ape, out, plan["seg_req"], plan["seg_block"], plan["seg_out"],
-                    plan["seg_last"], prefix_lens, extend_lens, plan["kv_start"], state_rows, d), device)
-            contract.commit_online_state(state, state_rows, new_state, plan["has_extend"])
+    plan = plans.compress_call_plan(plan, prefix_lens, extend_lens, ratio=layout.ratio, mode=mode,
+                                    state_rows=state_rows, page_table=page_table, validate=validate, device=device)
+    out = torch.empty((plan["n_out"], d), dtype=torch.float32, device=device)
+    if plan["n_seg"] == 0:
         return out
-    sa = contract.compress_state_args(mode, ratio, prefix_lens, state_rows, page_table)
-    if n_out:
-        expr = "dsv4_compress_pool<4, 8>" if ratio == 4 else "dsv4_compress_pool<128, 128>"
-        launch("compress.cu", expr, (n_out, channel_blocks), (CHANNELS,),
-               (kv_score, state, ape, out, plan["entry_req"], plan["entry_j"], prefix_lens, plan["kv_start"],
-                sa.rows, sa.table, np.int64(sa.stride), d, layout.width, sa.ring, int(sa.paged)), device)
-    if kv_score.shape[0]:
-        launch("compress.cu", "dsv4_compress_store", (kv_score.shape[0],), (256,),
-               (kv_score, state, plan["row_req"], prefix_lens, extend_lens, plan["kv_start"], sa.rows, sa.table,
-                np.int64(sa.stride), layout.width, ratio, sa.ring, int(sa.paged)), device)
+    t = plan["tensors"]
+    vec = _vec(d, (kv_score, ape, state, out))
+    threads = min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32)
+    grid = (plan["n_seg"], contract.cdiv(d, threads * vec))
+    rows = state_rows if state_rows is not None else t["prefix"]  # valid pointers where a mode has none
+    table = page_table if page_table is not None else t["prefix"]
+    stride = np.int64(page_table.stride(0) if page_table is not None else 0)
+    expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
+    segs = (t["seg_req"], t["seg_block"], t["seg_out"])
+    lens = (t["prefix"], t["extend"], t["kv_start"])
+    if layout.ratio == 4:
+        passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
+        for pool, store in passes:
+            launch("compress.cu", expr, grid, (threads,),
+                   (kv_score, state, ape, out, *segs, *lens, rows, table, stride, d, pool, store), device)
+        return out
+    scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
+    passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
+    for pool, store in passes:
+        launch("compress.cu", expr, grid, (threads,),
+               (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out, *segs, t["seg_last"],
+                *lens, rows, table, stride, d, pool, store), device)
+    if scratch is not None:
+        launch("compress.cu", "dsv4_compress_online_commit", (layout.batch,), (256,),
+               (state, scratch, t["extend"], state_rows, d), device)
     return out

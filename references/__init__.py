@@ -1,8 +1,8 @@
 """The float64 PyTorch reference backend: the four SPEC ops, written to be read as the spec."""
 
-from references.compress import compress
+from references.compress import compress, compress_plan
 from references.indexer_logits import indexer_logits
 from references.sparse_attention import sparse_attention
 from references.topk_indices import topk_indices
 
-__all__ = ["compress", "indexer_logits", "topk_indices", "sparse_attention"]
+__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention"]

@@ -7,14 +7,20 @@ request has read what it needs, write the new rows (or the online running state)
 
 import torch
 
-from harness import contract
+from harness import contract, plans
+
+compress_plan = plans.compress_plan  # exported so the plan contract (SPEC 7) is exercised on every device
 
 
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
-             validate=True):
+             validate=True, plan=None):
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
+    if plan is not None:  # checked as every backend checks it; the reference needs nothing from it
+        plans.check_compress_plan(plan, prefix_lens, extend_lens, ratio=layout.ratio, mode=mode,
+                                  state_rows=state_rows, page_table=page_table, validate=validate,
+                                  device=kv_score.device)
     prefix, extend = prefix_lens.tolist(), extend_lens.tolist()
     starts = [sum(extend[:b]) for b in range(layout.batch)]  # first kv_score row of each request
     ape64 = ape.double()
