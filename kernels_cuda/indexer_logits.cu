@@ -291,11 +291,15 @@ __device__ __forceinline__ void fold_half(float* v, bool upper, int lane_xor) {
     }
 }
 
-// the next live block after (b, j)
-__device__ __forceinline__ void next_block(const int* context_lens, int batch, int& b, int& j) {
-    ++j;
-    while (b < batch && j >= blocks_of(context_lens, b)) ++b, j = 0;
-}
+// A position in the live-block list: request b, its block j, and n = its block count (cached).
+struct BlockCursor {
+    int b, j, n;
+    __device__ __forceinline__ void next(const int* context_lens, int batch) {
+        if (++j < n) return;
+        j = 0;
+        do { ++b; } while (b < batch && (n = blocks_of(context_lens, b)) == 0);
+    }
+};
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
@@ -328,39 +332,43 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     const long long lo = total * blockIdx.x / gridDim.x, hi = total * (blockIdx.x + 1) / gridDim.x;
     const int count = (int)(hi - lo);
     if (count == 0) return;
-    int pb, pj;  // producer position
-    find_block(context_lens, batch, lo, red, &pb, &pj);
-    int cb = pb, cj = pj;   // consumer position
-    int fb = -1, fj = 0;    // the block whose partial sums wait in `part` to be stored
+    BlockCursor prod;  // the next block to fetch
+    find_block(context_lens, batch, lo, red, &prod.b, &prod.j);
+    prod.n = blocks_of(context_lens, prod.b);
+    BlockCursor cons = prod;  // the next block to compute
+    int flush_b = -1, flush_j = 0, flush_ctx = 0;  // the block whose sums wait in `part` to be stored
 
-    // block at (b, j) into ring stage s: 512 key chunks (swizzled) + 16 scale chunks, 16 bytes each
-    auto fetch = [&](int b, int j, int s) {
-        const unsigned char* src = cache + (long long)block_table[(long long)b * table_stride + j] * BLOCK_BYTES;
+    // block (b, j) into ring stage s: thread tid copies key chunks tid + 128 k (k < 4: rows tid/8 + 16 k,
+    // all with the same row % 8, so one swizzled offset) and threads 0..15 the 16 scale chunks
+    const unsigned int key_dst = swizzled(tid >> 3, tid & 7);
+    auto fetch = [&](const BlockCursor& at, int s) {
+        const unsigned char* src = cache + (long long)block_table[(long long)at.b * table_stride + at.j] * BLOCK_BYTES;
         unsigned char* dst = k_s + s * WG_KEY_TILE;
 #pragma unroll
-        for (int c = tid; c < BLOCK_ENTRIES * 8; c += WG_THREADS) cp_async16(dst + swizzled(c >> 3, c & 7), src + c * 16);
+        for (int k = 0; k < BLOCK_ENTRIES * 8 / WG_THREADS; ++k)
+            cp_async16(dst + key_dst + k * WG_THREADS * 16, src + (tid + k * WG_THREADS) * 16);
         if (tid < BLOCK_ENTRIES / 4) cp_async16(scale_s + s * BLOCK_ENTRIES + tid * 4, src + WG_KEY_TILE + tid * 16);
     };
-    // the partial sums of block (fb, fj) from `part[parity]` to the output (threads 0..63)
+    // the sums of block (flush_b, flush_j) from `part[parity]` to the output (threads 0..63)
     auto flush = [&](int parity) {
-        if (fb >= 0 && tid < BLOCK_ENTRIES) {
+        if (flush_b >= 0 && tid < BLOCK_ENTRIES) {
             const float* p = part + parity * 4 * BLOCK_ENTRIES;
             const float sum = (p[tid] + p[BLOCK_ENTRIES + tid]) + (p[2 * BLOCK_ENTRIES + tid] + p[3 * BLOCK_ENTRIES + tid]);
-            const long long e = (long long)fj * BLOCK_ENTRIES + tid;
-            if (e < max_len) out[(long long)fb * max_len + e] = e < context_lens[fb] ? sum : -INFINITY;
+            const int e = flush_j * BLOCK_ENTRIES + tid;
+            if (e < max_len) out[(long long)flush_b * max_len + e] = e < flush_ctx ? sum : -INFINITY;
         }
     };
 
 #pragma unroll 1
     for (int s = 0; s < WG_STAGES - 1; ++s) {
         if (s < count) {
-            fetch(pb, pj, s);
-            next_block(context_lens, batch, pb, pj);
+            fetch(prod, s);
+            prod.next(context_lens, batch);
         }
         cp_async_commit();
     }
 
-    int q_b = -1;  // request whose queries sit in q_s
+    int q_b = -1, q_ctx = 0;  // request whose queries sit in q_s, and its context length
     float w_lo = 0.f, w_hi = 0.f;  // weights of heads 16*warp + g and + 8
     const unsigned long long q_desc = smem_desc(q_s);
 #pragma unroll 1
@@ -370,26 +378,27 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         fence_proxy_async();
         __syncthreads();  // everyone's have; iteration i-1 is done with its stage and `part` half
         flush((i + 1) & 1);
-        fb = cb, fj = cj;
         if (i + WG_STAGES - 1 < count) {  // refill the stage block i-1 used
-            fetch(pb, pj, (i + WG_STAGES - 1) % WG_STAGES);
-            next_block(context_lens, batch, pb, pj);
+            fetch(prod, (i + WG_STAGES - 1) % WG_STAGES);
+            prod.next(context_lens, batch);
         }
         cp_async_commit();
-        if (cb != q_b) {  // a new request: its queries (heads past H: zero rows, zero weights)
-            q_b = cb;
+        if (cons.b != q_b) {  // a new request: its queries (heads past H: zero rows, zero weights)
+            q_b = cons.b;
+            q_ctx = context_lens[q_b];
             for (int c = tid; c < WG_HEADS * 8; c += WG_THREADS) {
                 const int r = c >> 3;
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                if (r < heads) v = *reinterpret_cast<const uint4*>(q + ((long long)cb * heads + r) * KEY_DIM + (c & 7) * 16);
+                if (r < heads) v = *reinterpret_cast<const uint4*>(q + ((long long)q_b * heads + r) * KEY_DIM + (c & 7) * 16);
                 *reinterpret_cast<uint4*>(q_s + swizzled(r, c & 7)) = v;
             }
             const int h = warp * 16 + g;
-            w_lo = h < heads ? weights[(long long)cb * heads + h] : 0.f;
-            w_hi = h + 8 < heads ? weights[(long long)cb * heads + h + 8] : 0.f;
+            w_lo = h < heads ? weights[(long long)q_b * heads + h] : 0.f;
+            w_hi = h + 8 < heads ? weights[(long long)q_b * heads + h + 8] : 0.f;
             fence_proxy_async();
             __syncthreads();
         }
+        flush_b = cons.b, flush_j = cons.j, flush_ctx = q_ctx;
 
         float d[32];
 #pragma unroll
@@ -403,27 +412,25 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         wgmma_wait_all();
         pin_registers(d);  // no read of d may be scheduled above the wait
 
-        // d[4n + 0/1]: head 16*warp + g, keys 8n + 2t, +1; d[4n + 2/3]: head + 8, the same keys
-        const float* sc = scale_s + s * BLOCK_ENTRIES;
+        // d[4n + 0/1]: head 16*warp + g, keys 8n + 2t, +1; d[4n + 2/3]: head + 8, the same keys.
+        // The key scale is applied after the sum over heads: relu(x * s) = s * relu(x) for s >= 0, and
+        // SPEC 2's scales are amax / 448 >= 0 (a NaN scale of a row past the context stays in its column).
         float v[16];
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const float scale = sc[8 * n + 2 * t + e];
-                v[2 * n + e] = w_lo * fmaxf(d[4 * n + e] * scale, 0.f) + w_hi * fmaxf(d[4 * n + 2 + e] * scale, 0.f);
-            }
+            for (int e = 0; e < 2; ++e) v[2 * n + e] = w_lo * fmaxf(d[4 * n + e], 0.f) + w_hi * fmaxf(d[4 * n + 2 + e], 0.f);
         }
         // butterfly reduce-scatter over g (lane bits 2..4): after it, lane (g, t) holds the warp's sums
         // of keys 8 * (4 * g2 + 2 * g1 + g0) + 2t + {0, 1}, where g = 4 g2 + 2 g1 + g0
         fold_half<8>(v, (g >> 2) & 1, 16);
         fold_half<4>(v, (g >> 1) & 1, 8);
         fold_half<2>(v, g & 1, 4);
-        float* p = part + (i & 1) * 4 * BLOCK_ENTRIES + warp * BLOCK_ENTRIES;
         const int key = 8 * (4 * ((g >> 2) & 1) + 2 * ((g >> 1) & 1) + (g & 1)) + 2 * t;
-        p[key] = v[0];
-        p[key + 1] = v[1];
-        next_block(context_lens, batch, cb, cj);
+        const float2 sc = *reinterpret_cast<const float2*>(scale_s + s * BLOCK_ENTRIES + key);
+        *reinterpret_cast<float2*>(part + (i & 1) * 4 * BLOCK_ENTRIES + warp * BLOCK_ENTRIES + key) =
+            make_float2(v[0] * sc.x, v[1] * sc.y);
+        cons.next(context_lens, batch);
     }
     cp_async_wait<0>();
     __syncthreads();
