@@ -200,6 +200,8 @@ def _b(op, name, seed, **params):
 
 
 _DECODE_64 = [65536 + 97 * i for i in range(64)]  # decode positions around 64K tokens
+# top-k rows of mixed lengths, as engines batch requests of different contexts: 512 to 262144 columns
+_TOPK_MIXED_64 = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
 _DECODE_256 = [65536 + 97 * i for i in range(256)]
 _HCA_64 = [(1 << 20) - 1 - 3 * i for i in range(64)]  # HCA decode near 1M tokens: 8192 visible entries
 # indexer contexts of mixed lengths in one batch: 1024 to 65536 entries (4K to 256K tokens)
@@ -232,6 +234,10 @@ BENCH = {
         _b("topk_indices", "b64-16384", 108, seq_lens=[16384] * 64, columns=16384, k=512),
         _b("topk_indices", "b64-65536", 109, seq_lens=[65536] * 64, columns=65536, k=512),
         _b("topk_indices", "b64-262144", 110, seq_lens=[262144] * 64, columns=262144, k=512),
+        _b("topk_indices", "b1-65536", 150, seq_lens=[65536], columns=65536, k=512),
+        _b("topk_indices", "b256-16384", 151, seq_lens=[16384] * 256, columns=16384, k=512),
+        _b("topk_indices", "b64-mixed-to-262144", 152, seq_lens=_TOPK_MIXED_64, columns=262144, k=512),
+        _b("topk_indices", "b64-short", 153, seq_lens=[7 * i + 1 for i in range(64)], columns=512, k=512),
         _b("sparse_attention", "decode-b64-h64-k640", 111, positions=_DECODE_64, heads=64, ratio=4, topk=512),
         _b("sparse_attention", "decode-b64-h128-k1152", 112, positions=_DECODE_64, heads=128, ratio=4, topk=1024),
         _b("sparse_attention", "decode-b1-h64-k640", 170, positions=_DECODE_64[:1], heads=64, ratio=4, topk=512),
@@ -244,6 +250,11 @@ BENCH = {
     "v4-pro": [
         _b("indexer_logits", "b64-256k-tokens", 120, context_lens=[65536] * 64, heads=64, max_context_len=65536),
         _b("topk_indices", "b64-65536-k1024", 121, seq_lens=[65536] * 64, columns=65536, k=1024),
+        _b("topk_indices", "b64-65536-k2048", 154, seq_lens=[65536] * 64, columns=65536, k=2048),
+        _b("topk_indices", "b1-65536-k1024", 155, seq_lens=[65536], columns=65536, k=1024),
+        _b("topk_indices", "b256-16384-k1024", 156, seq_lens=[16384] * 256, columns=16384, k=1024),
+        _b("topk_indices", "b64-mixed-to-262144-k1024", 157, seq_lens=_TOPK_MIXED_64, columns=262144, k=1024),
+        _b("topk_indices", "b64-short-k1024", 158, seq_lens=[15 * i + 1 for i in range(64)], columns=1024, k=1024),
         _b("sparse_attention", "decode-b64-h128-k1152", 122, positions=_DECODE_64, heads=128, ratio=4, topk=1024),
         _b("sparse_attention", "hca-decode-b64-h128-k8320", 123, positions=[(1 << 20) - 1 - 3 * i for i in range(64)],
            heads=128, ratio=128, topk=8192),
