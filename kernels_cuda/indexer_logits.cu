@@ -174,9 +174,10 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // 1.4e-4). One warpgroup (128 threads) per CTA, WG_CTAS_PER_SM CTAs per SM, a persistent grid:
 // the live cache blocks of all requests (sum of ceil(context_len / 64)) are one list, cut into
 // gridDim.x contiguous ranges of equal length, so unequal context lengths balance across the SMs.
-// Per block: D[64 heads x 64 keys] = q[64 x 128] . keys[64 x 128]^T, four m64n64k32 steps that
-// accumulate all 128 dims in the MMA chain; epilogue: * key scale, ReLU, * head weight, sum over
-// the heads (butterfly shuffles inside each warp's 16 rows, then 4 warp partials in shared memory).
+// Per block: D[64 keys x 64 heads] = keys[64 x 128] . q[64 x 128]^T, four m64n64k32 steps that
+// accumulate all 128 dims in the MMA chain (keys as M, heads as N, as DeepGEMM does: each thread then
+// holds 16 heads of 2 keys, so the head sum is 16 FMAs and 2 shuffles and needs no shared memory);
+// epilogue: ReLU, * head weight, sum over the heads, * key scale, -inf past context_len.
 //
 // Shared-memory layout of q and of each key stage: 64 rows of 128 bytes, K-major, in wgmma's
 // 128-byte swizzle (16-byte chunk c of row r at r*128 + ((c ^ (r & 7)) * 16), 1024-byte aligned);
@@ -190,7 +191,7 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 #define WG_STAGES 5
 #define WG_HEADS 64
 #define WG_KEY_TILE (BLOCK_ENTRIES * KEY_DIM)  // 8192 bytes, a multiple of the 1024-byte swizzle atom
-#define WG_SMEM_BYTES (1024 /* alignment slack */ + WG_KEY_TILE * (1 + WG_STAGES) + WG_STAGES * BLOCK_ENTRIES * 4 + 2 * 4 * BLOCK_ENTRIES * 4)
+#define WG_SMEM_BYTES (1024 /* alignment slack */ + WG_KEY_TILE * (1 + WG_STAGES) + WG_STAGES * BLOCK_ENTRIES * 4)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -222,7 +223,7 @@ __device__ __forceinline__ void pin_registers(float* d) {
     for (int k = 0; k < 32; ++k) asm volatile("" : "+f"(d[k])::"memory");
 }
 
-// d[64 x 64] (+)= A[64 x 32] . B[64 x 32]^T, e4m3 inputs, f32 accumulate; accumulate = 0 zeroes d first
+// d[64 x 64] (+)= A[64 x 32] . B[64 x 32]^T (both K-major), e4m3 inputs, f32 accumulate; accumulate = 0 zeroes d first
 __device__ __forceinline__ void wgmma_m64n64k32(float* d, unsigned long long a, unsigned long long b, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -279,18 +280,6 @@ __device__ void find_block(const int* context_lens, int batch, long long start, 
     *j_out = found[1];
 }
 
-// One butterfly step over lane bit `lane_xor`: the lane keeps one half of v[0 .. 2*HALF) (the upper
-// one if `upper`), adds its partner's copy of that half, and gives the partner the other half.
-template <int HALF>
-__device__ __forceinline__ void fold_half(float* v, bool upper, int lane_xor) {
-#pragma unroll
-    for (int k = 0; k < HALF; ++k) {
-        const float send = upper ? v[k] : v[k + HALF];
-        const float keep = upper ? v[k + HALF] : v[k];
-        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, lane_xor);
-    }
-}
-
 // A position in the live-block list: request b, its block j, and n = its block count (cached).
 struct BlockCursor {
     int b, j, n;
@@ -314,7 +303,6 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     unsigned char* q_s = smem;                                   // [64][128] swizzled
     unsigned char* k_s = smem + WG_KEY_TILE;                     // [STAGES][64][128] swizzled
     float* scale_s = (float*)(k_s + WG_STAGES * WG_KEY_TILE);    // [STAGES][64]
-    float* part = scale_s + WG_STAGES * BLOCK_ENTRIES;           // [2][4 warps][64]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     // -inf past each request's last live block: every CTA a strided share of every row
@@ -336,7 +324,6 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     find_block(context_lens, batch, lo, red, &prod.b, &prod.j);
     prod.n = blocks_of(context_lens, prod.b);
     BlockCursor cons = prod;  // the next block to compute
-    int flush_b = -1, flush_j = 0, flush_ctx = 0;  // the block whose sums wait in `part` to be stored
 
     // block (b, j) into ring stage s: thread tid copies key chunks tid + 128 k (k < 4: rows tid/8 + 16 k,
     // all with the same row % 8, so one swizzled offset) and threads 0..15 the 16 scale chunks
@@ -349,15 +336,6 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
             cp_async16(dst + key_dst + k * WG_THREADS * 16, src + (tid + k * WG_THREADS) * 16);
         if (tid < BLOCK_ENTRIES / 4) cp_async16(scale_s + s * BLOCK_ENTRIES + tid * 4, src + WG_KEY_TILE + tid * 16);
     };
-    // the sums of block (flush_b, flush_j) from `part[parity]` to the output (threads 0..63)
-    auto flush = [&](int parity) {
-        if (flush_b >= 0 && tid < BLOCK_ENTRIES) {
-            const float* p = part + parity * 4 * BLOCK_ENTRIES;
-            const float sum = (p[tid] + p[BLOCK_ENTRIES + tid]) + (p[2 * BLOCK_ENTRIES + tid] + p[3 * BLOCK_ENTRIES + tid]);
-            const int e = flush_j * BLOCK_ENTRIES + tid;
-            if (e < max_len) out[(long long)flush_b * max_len + e] = e < flush_ctx ? sum : -INFINITY;
-        }
-    };
 
 #pragma unroll 1
     for (int s = 0; s < WG_STAGES - 1; ++s) {
@@ -369,15 +347,14 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     }
 
     int q_b = -1, q_ctx = 0;  // request whose queries sit in q_s, and its context length
-    float w_lo = 0.f, w_hi = 0.f;  // weights of heads 16*warp + g and + 8
+    float w[16];  // weights of this thread's heads 8 (k / 2) + 2t + (k % 2): its accumulator columns
     const unsigned long long q_desc = smem_desc(q_s);
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
         const int s = i % WG_STAGES;
         cp_async_wait<WG_STAGES - 2>();  // this thread's copies of block i have landed
         fence_proxy_async();
-        __syncthreads();  // everyone's have; iteration i-1 is done with its stage and `part` half
-        flush((i + 1) & 1);
+        __syncthreads();  // everyone's have; iteration i-1 is done with its stage (and with q_s)
         if (i + WG_STAGES - 1 < count) {  // refill the stage block i-1 used
             fetch(prod, (i + WG_STAGES - 1) % WG_STAGES);
             prod.next(context_lens, batch);
@@ -392,13 +369,14 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
                 if (r < heads) v = *reinterpret_cast<const uint4*>(q + ((long long)q_b * heads + r) * KEY_DIM + (c & 7) * 16);
                 *reinterpret_cast<uint4*>(q_s + swizzled(r, c & 7)) = v;
             }
-            const int h = warp * 16 + g;
-            w_lo = h < heads ? weights[(long long)q_b * heads + h] : 0.f;
-            w_hi = h + 8 < heads ? weights[(long long)q_b * heads + h + 8] : 0.f;
+#pragma unroll
+            for (int k = 0; k < 16; ++k) {
+                const int h = 8 * (k >> 1) + 2 * t + (k & 1);
+                w[k] = h < heads ? weights[(long long)q_b * heads + h] : 0.f;
+            }
             fence_proxy_async();
             __syncthreads();
         }
-        flush_b = cons.b, flush_j = cons.j, flush_ctx = q_ctx;
 
         float d[32];
 #pragma unroll
@@ -407,34 +385,37 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         pin_registers(d);
         wgmma_fence();
 #pragma unroll
-        for (int k = 0; k < KEY_DIM / 32; ++k) wgmma_m64n64k32(d, q_desc + 2 * k, k_desc + 2 * k, k);  // +32 bytes
+        for (int k = 0; k < KEY_DIM / 32; ++k) wgmma_m64n64k32(d, k_desc + 2 * k, q_desc + 2 * k, k);  // +32 bytes
         wgmma_commit();
         wgmma_wait_all();
         pin_registers(d);  // no read of d may be scheduled above the wait
 
-        // d[4n + 0/1]: head 16*warp + g, keys 8n + 2t, +1; d[4n + 2/3]: head + 8, the same keys.
-        // The key scale is applied after the sum over heads: relu(x * s) = s * relu(x) for s >= 0, and
-        // SPEC 2's scales are amax / 448 >= 0 (a NaN scale of a row past the context stays in its column).
-        float v[16];
+        // d[4n + 0/1]: key 16*warp + g, heads 8n + 2t, +1; d[4n + 2/3]: key + 8, the same heads.
+        // The key scale comes after the sum over heads: relu(x * s) = s * relu(x) for s >= 0, and SPEC 2's
+        // scales are amax / 448 >= 0 (a NaN scale of a row past the context stays in its own key).
+        float lo = 0.f, hi = 0.f;
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
 #pragma unroll
-            for (int e = 0; e < 2; ++e) v[2 * n + e] = w_lo * fmaxf(d[4 * n + e], 0.f) + w_hi * fmaxf(d[4 * n + 2 + e], 0.f);
+            for (int e = 0; e < 2; ++e) {
+                lo += w[2 * n + e] * fmaxf(d[4 * n + e], 0.f);
+                hi += w[2 * n + e] * fmaxf(d[4 * n + 2 + e], 0.f);
+            }
         }
-        // butterfly reduce-scatter over g (lane bits 2..4): after it, lane (g, t) holds the warp's sums
-        // of keys 8 * (4 * g2 + 2 * g1 + g0) + 2t + {0, 1}, where g = 4 g2 + 2 g1 + g0
-        fold_half<8>(v, (g >> 2) & 1, 16);
-        fold_half<4>(v, (g >> 1) & 1, 8);
-        fold_half<2>(v, g & 1, 4);
-        const int key = 8 * (4 * ((g >> 2) & 1) + 2 * ((g >> 1) & 1) + (g & 1)) + 2 * t;
-        const float2 sc = *reinterpret_cast<const float2*>(scale_s + s * BLOCK_ENTRIES + key);
-        *reinterpret_cast<float2*>(part + (i & 1) * 4 * BLOCK_ENTRIES + warp * BLOCK_ENTRIES + key) =
-            make_float2(v[0] * sc.x, v[1] * sc.y);
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {  // over t: the 4 lanes that hold a key's 64 heads
+            lo += __shfl_xor_sync(0xffffffffu, lo, off);
+            hi += __shfl_xor_sync(0xffffffffu, hi, off);
+        }
+        const int key = 16 * warp + g;
+        const float* sc = scale_s + s * BLOCK_ENTRIES;
+        const int e_lo = cons.j * BLOCK_ENTRIES + key, e_hi = e_lo + 8;  // entries of the request
+        float* row = out + (long long)cons.b * max_len;
+        if (t == 0 && e_lo < max_len) row[e_lo] = e_lo < q_ctx ? lo * sc[key] : -INFINITY;
+        if (t == 1 && e_hi < max_len) row[e_hi] = e_hi < q_ctx ? hi * sc[key + 8] : -INFINITY;
         cons.next(context_lens, batch);
     }
     cp_async_wait<0>();
-    __syncthreads();
-    flush((count + 1) & 1);
 #else
     // Built for another architecture: wgmma exists only on sm_90a. The host dispatches here only on
     // Hopper; a launch anywhere else stops loudly instead of leaving the output unwritten.

@@ -21,7 +21,7 @@ BLOCKS_PER_CTA = 8  # as in indexer_logits.cu
 WGMMA_THREADS = 128  # one warpgroup, as WG_THREADS in indexer_logits.cu
 WGMMA_HEADS = 64  # WG_HEADS: one m64 tile of heads
 WGMMA_STAGES = 5  # WG_STAGES
-WGMMA_SMEM = 1024 + contract.INDEXER_KEY_BYTES * (1 + WGMMA_STAGES) + WGMMA_STAGES * 64 * 4 + 2 * 4 * 64 * 4  # WG_SMEM_BYTES
+WGMMA_SMEM = 1024 + contract.INDEXER_KEY_BYTES * (1 + WGMMA_STAGES) + WGMMA_STAGES * 64 * 4  # WG_SMEM_BYTES
 
 
 def _use_wgmma(q_fp8, kv_cache, heads):
