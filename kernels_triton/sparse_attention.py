@@ -107,10 +107,14 @@ def _combine_kernel(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, lse_ptr, H, s
 
 # Heads per program (64: the wgmma M tile), indices per step, warps, pipeline depth; splits of the
 # index list chosen by shape (_splits) unless CONFIG names them. CONFIG overrides (kernels_triton.tune
-# sets it); the pre-split configuration is {"block_h": 16, "splits": 1} at H 64.
+# sets it); the pre-split configuration was {"block_h": 16, "block_k": 64, "num_warps": 4,
+# "num_stages": 2, "splits": 1} at H 64. Compiled for sm_90a without a GPU (ptxas -v): 64 x 64 x 8
+# warps spills 564-588 bytes (the gather's 64-bit addresses, 16 a thread, beside the 128-register
+# accumulator), 64 x 32 x 8 warps 116-148, 64 x 16 x 8 warps 4; 16 warps cap registers at 128 and
+# spill more. Not yet timed on the H200.
 def _config(heads):
-    return {"block_h": 64 if heads > 32 else 32 if heads > 16 else 16, "block_k": 64, "num_warps": 8,
-            "num_stages": 2}
+    return {"block_h": 64 if heads > 32 else 32 if heads > 16 else 16, "block_k": 32, "num_warps": 8,
+            "num_stages": 3}
 
 
 CONFIG = {}
