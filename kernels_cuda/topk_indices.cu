@@ -112,16 +112,22 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     const int begin = min(n, rank * chunk);
     const int m = min(n, begin + chunk) - begin;
     const float* src = logits + (long long)b * columns + begin;
-    // columns before the first 16-byte boundary go one by one; the keys sit `shift` words into the
-    // buffer so the vector part lands on a 16-byte boundary in shared memory too
+    // Key of column begin + c sits in word shift + c, so 16-byte groups of the buffer match 16-byte
+    // groups of the row; columns before the row's first 16-byte boundary are loaded one by one. The
+    // words before and after the chunk hold key 0 (a negative NaN's, below -inf's): never selected
+    // and never in a bucket, so every scan reads whole groups without bounds checks.
     const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
     const int head = min(m, (4 - shift) & 3);
+    const int groups = (shift + m + 3) >> 2;
     unsigned int* keys = chunk_keys + shift;
+    const uint4* groups4 = reinterpret_cast<const uint4*>(chunk_keys);
 
     for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) {
         hist[0][i] = 0;
         hist[1][i] = 0;
     }
+    if (t < shift) chunk_keys[t] = 0u;
+    if (t < 4 * groups - shift - m) keys[m + t] = 0u;
     __syncthreads();
 
     // pass 1 (the only global read): keys into shared memory, histogram of bits 31..21
@@ -140,7 +146,7 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
             atomicAdd(&h[key >> 21], 1);
         }
         const float4* src4 = reinterpret_cast<const float4*>(src + head);
-        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);
+        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
         for (int v0 = t; v0 < vectors; v0 += TOPK_THREADS * TOPK_UNROLL) {
             float4 x[TOPK_UNROLL];
 #pragma unroll
@@ -162,7 +168,8 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     }
 
     // The bucket [lo, hi] holds the k-th largest key; `remaining` of its keys are still to take
-    // (all keys above hi are taken). Each pass splits the bucket by the next digit.
+    // (all keys above hi are taken). Each pass splits the bucket by the next digit. A key is in the
+    // bucket iff key - lo <= hi - lo (unsigned), one compare.
     unsigned int lo = 0u, hi = 0xffffffffu;
     int remaining = k;
     for (int pass = 0; pass < 3; ++pass) {
@@ -170,9 +177,13 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
         const unsigned int digit_mask = pass == 2 ? 0x3ffu : 0x7ffu;
         int* h = hist[pass & 1];
         if (pass > 0) {  // digits of the keys inside the bucket, from shared memory
-            for (int i = t; i < m; i += TOPK_THREADS) {
-                const unsigned int key = keys[i];
-                if (key >= lo && key <= hi) atomicAdd(&h[(key >> digit_shift) & digit_mask], 1);
+            const unsigned int width = hi - lo;
+            for (int g = t; g < groups; g += TOPK_THREADS) {
+                const uint4 key = groups4[g];
+                if (key.x - lo <= width) atomicAdd(&h[(key.x >> digit_shift) & digit_mask], 1);
+                if (key.y - lo <= width) atomicAdd(&h[(key.y >> digit_shift) & digit_mask], 1);
+                if (key.z - lo <= width) atomicAdd(&h[(key.z >> digit_shift) & digit_mask], 1);
+                if (key.w - lo <= width) atomicAdd(&h[(key.w >> digit_shift) & digit_mask], 1);
             }
         }
         const int* counts = h;
@@ -217,16 +228,23 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
         if (inside == remaining) break;  // the whole bucket is taken (same decision in every CTA)
     }
 
-    // write-out: warp w walks its contiguous segment of the chunk 32 columns at a time, so ranks
-    // by ballot follow column order; first count, then scan over warps and CTAs, then write
-    const int segment = (((m + TOPK_WARPS - 1) / TOPK_WARPS) + 31) & ~31;
-    const int w_begin = min(m, warp * segment), w_end = min(m, w_begin + segment);
+    // Write-out in column order: warp w owns a contiguous run of groups, walked 32 groups (128
+    // columns) a step, lane l holding group step + l. Each lane's 4 keys give bit masks of the keys
+    // above the bucket and inside it; positions are scans of their counts (warp, then warps, then
+    // the CTAs before this one), first counted, then written.
+    const unsigned int width = hi - lo;
+    const int per_warp = (((groups + TOPK_WARPS - 1) / TOPK_WARPS) + 31) & ~31;
+    const int w_begin = min(groups, warp * per_warp), w_end = min(groups, w_begin + per_warp);
     int n_above = 0, n_inside = 0;
-    for (int base = w_begin; base < w_end; base += 32) {
-        const int i = base + lane;
-        const unsigned int key = i < w_end ? keys[i] : 0u;
-        n_above += __popc(__ballot_sync(0xffffffffu, i < w_end && key > hi));
-        n_inside += __popc(__ballot_sync(0xffffffffu, i < w_end && key >= lo && key <= hi));
+    for (int g = w_begin + lane; g < w_end; g += 32) {
+        const uint4 key = groups4[g];
+        n_above += (key.x > hi) + (key.y > hi) + (key.z > hi) + (key.w > hi);
+        n_inside += (key.x - lo <= width) + (key.y - lo <= width) + (key.z - lo <= width) + (key.w - lo <= width);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        n_above += __shfl_xor_sync(0xffffffffu, n_above, off);
+        n_inside += __shfl_xor_sync(0xffffffffu, n_inside, off);
     }
     if (lane == 0) {
         warp_above[warp] = n_above;
@@ -265,22 +283,37 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     pos_above += warp_above[warp];
     pos_inside += warp_inside[warp];
     const int first_inside = k - remaining;  // slots [0, k - remaining) hold the keys above the bucket
-    const unsigned int lanes_before = (1u << lane) - 1u;
-    for (int base = w_begin; base < w_end && (n_above > 0 || pos_inside < remaining); base += 32) {
-        const int i = base + lane;
-        const unsigned int key = i < w_end ? keys[i] : 0u;
-        const bool above = i < w_end && key > hi;
-        const bool in = i < w_end && key >= lo && key <= hi;
-        const unsigned int above_mask = __ballot_sync(0xffffffffu, above);
-        const unsigned int in_mask = __ballot_sync(0xffffffffu, in);
-        if (above) out_row[pos_above + __popc(above_mask & lanes_before)] = mapped(table_row, begin + i, page_size);
-        if (in) {
-            const int slot = pos_inside + __popc(in_mask & lanes_before);
-            if (slot < remaining) out_row[first_inside + slot] = mapped(table_row, begin + i, page_size);
+    const int column0 = begin - shift;       // column of word 0
+    for (int step = w_begin; step < w_end && (n_above > 0 || pos_inside < remaining); step += 32) {
+        const int g = step + lane;
+        const uint4 key = g < w_end ? groups4[g] : make_uint4(0u, 0u, 0u, 0u);
+        const unsigned int above_bits = (key.x > hi) | (key.y > hi) << 1 | (key.z > hi) << 2 | (key.w > hi) << 3;
+        const unsigned int inside_bits = (key.x - lo <= width) | (key.y - lo <= width) << 1 |
+                                         (key.z - lo <= width) << 2 | (key.w - lo <= width) << 3;
+        if (__ballot_sync(0xffffffffu, (above_bits | inside_bits) != 0u) == 0u) continue;
+        // inclusive warp scan of both counts packed (each at most 128 per step)
+        const int mine = __popc(above_bits) | __popc(inside_bits) << 8;
+        int scan = mine;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int x = __shfl_up_sync(0xffffffffu, scan, off);
+            if (lane >= off) scan += x;
         }
-        pos_above += __popc(above_mask);
-        pos_inside += __popc(in_mask);
-        n_above -= __popc(above_mask);
+        const int step_total = __shfl_sync(0xffffffffu, scan, 31);
+        int slot_above = pos_above + ((scan - mine) & 0xff);
+        int slot_inside = pos_inside + ((scan - mine) >> 8);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int column = column0 + 4 * g + j;
+            if (above_bits >> j & 1u) out_row[slot_above++] = mapped(table_row, column, page_size);
+            if (inside_bits >> j & 1u) {
+                if (slot_inside < remaining) out_row[first_inside + slot_inside] = mapped(table_row, column, page_size);
+                ++slot_inside;
+            }
+        }
+        pos_above += step_total & 0xff;
+        pos_inside += step_total >> 8;
+        n_above -= step_total & 0xff;
     }
     if (CLUSTER > 1) cluster_wait();
 }
