@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 import references
+from harness import cases as C
 from harness import check as K
+from harness import inputs as I
 from harness import roofline
 
 COPY_BYTES = 1 << 30  # per direction, for the copy-bandwidth calibration
@@ -66,6 +68,7 @@ class Record:
     floor_us: float | None = None  # the datasheet roofline floor
     pct_datasheet: float | None = None  # floor / time
     extra: dict = field(default_factory=dict)
+    plan_timing: Timing | None = None  # the backend's planner (SPEC 7), once per step; None: it has none
 
 
 def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budget_s=2.0, flush=None,
@@ -226,7 +229,31 @@ def _rotations(nbytes, flush, most=32):
 
 
 def _call(module, case, x):
-    return lambda: K.run_op(module, case, x, validate=False)
+    """The timed call on inputs x, validate=False: with the backend's plans where it has a planner
+    (made here, outside the timing, as an engine plans once per step), else as it plans for itself."""
+    calls = K.op_calls(case, x)
+    plans = K.make_plans(module, case, calls)
+    return lambda: K.run_calls(module, case, x, calls, plans, validate=False)
+
+
+def time_planner(module, case, x, device, reps=20):
+    """Host wall-clock of the backend's planner for the case's calls, to the end of its device work
+    (an engine pays it once per forward step), or None where the backend has no planner."""
+    if K.planner(module, case.op) is None:
+        return None
+    calls = K.op_calls(case, x)
+    cuda = torch.device(device).type == "cuda"
+    samples = []
+    for i in range(reps + 2):
+        if cuda:
+            torch.cuda.synchronize(device)
+        t = time.perf_counter()
+        K.make_plans(module, case, calls)
+        if cuda:
+            torch.cuda.synchronize(device)
+        if i >= 2:  # two warm-up plans
+            samples.append((time.perf_counter() - t) * 1e6)
+    return _timing(samples, "wall")
 
 
 def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None):
@@ -245,12 +272,13 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     label = nvtx_label(case.op, case.name, backend.name)
     before = telemetry(device)
     try:
+        record.plan_timing = time_planner(backend.module, case, x, device)
         record.timing = time_call(_call(backend.module, case, x), device, reps=reps, flush=flush, label=label)
     except Exception as err:  # a backend that cannot run this case still leaves the others
         record.verdict, record.message = "error", f"timing failed: {type(err).__name__}: {err}"
         return record
-    if record.timing.clock == "cuda-events" and record.timing.median_us < GRAPH_BELOW_US and case.op != "compress":
-        # compress plans on the host from the lengths (a sync), so it cannot be captured
+    if record.timing.clock == "cuda-events" and record.timing.median_us < GRAPH_BELOW_US:
+        # each input copy with its own plans; a call that synchronises cannot be captured (kept: events)
         copies = [x] + [prepared[0].clone() for _ in range(_rotations(work.bytes, flush) - 1)]
         try:
             graphed = time_graph([_call(backend.module, case, c) for c in copies], device, label=label)
@@ -264,6 +292,9 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
         record.extra["telemetry"] = {"before": before, "after": after}
         record.extra["throttled"] = min(before["sm_clock_mhz"], after["sm_clock_mhz"]) < 0.9 * before[
             "sm_clock_max_mhz"]
+    layers = I.PRESETS[C.preset_of(case)].layers
+    plan_us = record.plan_timing.median_us if record.plan_timing else 0.0
+    record.extra.update(layers=layers, per_step_us=plan_us + layers * record.timing.median_us)
     seconds = record.timing.median_us * 1e-6
     record.gbps = work.bytes / seconds / 1e9
     record.tflops = work.flops / seconds / 1e12

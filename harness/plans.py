@@ -159,10 +159,12 @@ def check_compress_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_ro
                        "page_table": page_table}, validate)
 
 
-def compress_call_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_rows, page_table, validate, device):
-    """The op's side: its plan checked against its metadata, or one made now when it has none."""
+def compress_call_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_rows, page_table, validate, device,
+                       planner=None):
+    """The op's side: its plan checked against its metadata, or one made now (by `planner`, default
+    the shared compress_plan) when it has none."""
     if plan is None:
-        return compress_plan(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
-                             page_table=page_table, validate=False)
+        return (planner or compress_plan)(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
+                                          page_table=page_table, validate=False)
     return check_compress_plan(plan, prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
                                page_table=page_table, validate=validate, device=device)

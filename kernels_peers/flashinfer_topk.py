@@ -1,9 +1,10 @@
 """FlashInfer's `top_k_page_table_transform` (package `flashinfer-python`) as the SPEC's
 `topk_indices`.
 
-Layouts: FlashInfer's page table holds one physical slot per token ([B, L]); the adapter builds it
-from the SPEC's block table once per (table, page_size, L) (cached, outside the timed calls):
-slot = page_table[b, t // page_size] * page_size + t % page_size. Rows with seq_len <= k come back
+Layouts: FlashInfer's page table holds one physical slot per token ([B, L]); the adapter's
+`topk_indices_plan` (SPEC 7: once per step) builds it from the SPEC's block table for every token
+the table covers: slot = page_table[b, t // page_size] * page_size + t % page_size (a call whose
+logits are wider than that converts again). Rows with seq_len <= k come back
 as the first seq_len slots in order, then -1, as the SPEC asks.
 
 Declined: a call that takes FlashInfer's multi-CTA radix path (float32 rows: k > 2048, or
@@ -17,11 +18,10 @@ it also declines short rows that stay inside their first chunks.
 
 from __future__ import annotations
 
-from harness import contract
-from kernels_peers._common import ConversionCache, declining, token_page_table, unavailable
+from harness import contract, plans
+from kernels_peers._common import declining, token_page_table, unavailable
 
 FILTERED_MAX_K = 2048
-_cache = ConversionCache()
 
 compress, indexer_logits, sparse_attention = declining("FlashInfer", "compress", "indexer_logits", "sparse_attention")
 
@@ -36,14 +36,28 @@ def _multi_cta(rows, columns, k):
     return k > FILTERED_MAX_K or columns <= k or (columns > 32768 and rows <= columns // 16384)
 
 
-def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    """The per-token slot table FlashInfer reads, for every token the block table covers, and the
+    host lengths the decline rule reads (so a planned call need not copy them)."""
+    contract.check_topk_metadata(seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    return plans.make_plan("topk_indices", seq_lens.device, {"k": k, "page_size": page_size},
+                           {"seq_lens": seq_lens, "page_table": page_table},
+                           slots=token_page_table(page_table, page_size, page_table.shape[1] * page_size),
+                           lens=seq_lens.tolist())
+
+
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
-    if _multi_cta(layout.batch, layout.columns, k) and _cache.get(
-            (seq_lens,), ("partial rows", k, layout.columns),
-            lambda: bool(((seq_lens > k) & (seq_lens < layout.columns)).any())):
+    if plan is None:
+        plan = topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size, validate=False)
+    else:
+        plans.check_plan(plan, "topk_indices", logits.device, {"k": k, "page_size": page_size},
+                         {"seq_lens": seq_lens, "page_table": page_table}, validate)
+    if _multi_cta(layout.batch, layout.columns, k) and any(k < n < layout.columns for n in plan["lens"]):
         raise contract.Unsupported("a row longer than k but shorter than the logits on FlashInfer's multi-CTA "
                                    "path: FlashInfer 0.6.4 reads past it (illegal address)")
     import flashinfer
-    slots = _cache.get((page_table,), (page_size, layout.columns),
-                       lambda: token_page_table(page_table, page_size, layout.columns))
+    slots = plan["slots"]
+    if slots.shape[1] != layout.columns:  # logits wider or narrower than the table covers
+        slots = token_page_table(page_table, page_size, layout.columns)
     return flashinfer.top_k_page_table_transform(logits, slots, seq_lens, k)

@@ -19,14 +19,16 @@ compress, three SPEC modes onto SGLang's plans (decode and prefill kernels, C4 a
   ignore the page table (a ring per request), so C128 paged is declined.
 - online (C128, d = 512): SGLang's online state row is [max | sum | mean], the SPEC's [3, d];
   `state_rows` are its slots (req_pool_indices, state_slot_offset 0).
-C4's `ape` [4, 2d] becomes SGLang's [8, d] (overlap rows, then current rows; once per ape). A call
-whose extends are all 1 takes the decode kernel (one output row per request; the rows of requests
-that emitted are gathered), any other the prefill kernel (compact output, the SPEC's order). Plans
-are built once per (lengths, rows, table) and reused by the timed calls. Every extend must be >= 1
-and a call takes at most 65535 new tokens (65536 online): the plans index tokens with 16 bits.
+C4's `ape` [4, 2d] becomes SGLang's [8, d] (overlap rows, then current rows; once per ape, as an
+engine does once per model). A call whose extends are all 1 takes the decode kernel (one output row
+per request; the rows of requests that emitted are gathered), any other the prefill kernel (compact
+output, the SPEC's order). SGLang's plan (CompressorDecodePlan / CompressorPrefillPlan) is the
+adapter's `compress_plan` (SPEC 7), made once per step; a call without a plan makes one. Every extend
+must be >= 1 and a call takes at most 65535 new tokens (65536 online): the plans index tokens with
+16 bits.
 
-topk_indices: `topk_transform_512_v2` (k <= 2048; its routing plan once per seq_lens), or with
-DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}).
+topk_indices: `topk_transform_512_v2` (k <= 2048; its routing plan `plan_topk_v2` is the adapter's
+`topk_indices_plan`), or with DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}, no plan).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from harness import contract
+from harness import contract, plans
 from kernels_peers._common import ConversionCache, declining, token_page_table, unavailable
 
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
@@ -84,7 +86,19 @@ def _stand_in(name, path=None, **attrs):
     sys.modules[name] = module
 
 
-def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+def _topk_metadata(seq_lens, page_table, k, page_size):
+    return {"k": k, "page_size": page_size}, {"seq_lens": seq_lens, "page_table": page_table}
+
+
+def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    """SGLang's routing plan of topk_transform_512_v2 (`plan_topk_v2`, from seq_lens alone)."""
+    contract.check_topk_metadata(seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    scalars, metadata = _topk_metadata(seq_lens, page_table, k, page_size)
+    routing = _load("topk").plan_topk_v2(seq_lens) if TOPK_VERSION != "v1" and len(seq_lens) else None
+    return plans.make_plan("topk_indices", seq_lens.device, scalars, metadata, routing=routing)
+
+
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if not layout.batch:
@@ -94,16 +108,36 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         if k not in (512, 1024):
             raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512 (v1) is built for k in (512, 1024)")
         topk.topk_transform_512(logits, seq_lens, page_table, out, page_size)
+        return out
+    if k > 2048:
+        raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512_v2 takes k <= 2048")
+    if plan is None:
+        plan = topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size, validate=False)
     else:
-        if k > 2048:
-            raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512_v2 takes k <= 2048")
-        plan = _cache.get((seq_lens,), "topk-plan", lambda: topk.plan_topk_v2(seq_lens))
-        topk.topk_transform_512_v2(logits, seq_lens, page_table, out, page_size, plan)
+        plans.check_plan(plan, "topk_indices", logits.device, *_topk_metadata(seq_lens, page_table, k, page_size),
+                         validate)
+    topk.topk_transform_512_v2(logits, seq_lens, page_table, out, page_size, plan["routing"])
     return out
 
 
+def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, page_table=None, validate=True):
+    """SGLang's compress plan for these lengths (its engine makes it once per forward step)."""
+    meta = contract.check_compress_metadata(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
+                                            page_table=page_table, validate=validate)
+    if mode == "paged" and meta.ratio != 4:
+        raise contract.Unsupported("mode='paged' at ratio 128: SGLang keeps C128 state in a ring per request "
+                                   "(mode='ring') or online (mode='online'), not in pages")
+    # the identity full_to_state must cover every page the table names (no per-layer pool size here)
+    pages = int(page_table.max()) + 1 if page_table is not None and page_table.numel() else 1
+    engine_plan, emitted = plan_for(_load("compress"), mode, meta.ratio, prefix_lens, extend_lens, state_rows,
+                                    page_table, max(pages, 1))
+    return plans.make_plan("compress", prefix_lens.device, {"ratio": meta.ratio, "mode": mode},
+                           {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
+                            "page_table": page_table}, engine=engine_plan, emitted=emitted)
+
+
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
-             validate=True):
+             validate=True, plan=None):
     layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                      extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                      page_table=page_table, validate=validate)
@@ -115,13 +149,13 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if mode == "online" and layout.d != ONLINE_HEAD_DIM:
         raise contract.Unsupported(f"d={layout.d}: SGLang's online C128 compressor is built for d = {ONLINE_HEAD_DIM}")
     kernels = _load("compress")
-    sources = tuple(t for t in (prefix_lens, extend_lens, state_rows, page_table) if t is not None)
-    plan, emitted = _cache.get(sources, (mode, ratio, state.shape[0]),
-                               lambda: plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows,
-                                                page_table, state.shape[0]))
+    plan = plans.compress_call_plan(plan, prefix_lens, extend_lens, ratio=layout.ratio, mode=mode,
+                                    state_rows=state_rows, page_table=page_table, validate=validate,
+                                    device=kv_score.device, planner=compress_plan)
     bias = _cache.get((ape,), "ape", lambda: sglang_ape(ape, ratio))
-    out = kernels.compress_forward(state_buffer(state, mode, ratio), kv_score, bias, plan, head_dim=layout.d,
+    out = kernels.compress_forward(state_buffer(state, mode, ratio), kv_score, bias, plan["engine"], head_dim=layout.d,
                                    compress_ratio=ratio, is_online=mode == "online")
+    emitted = plan["emitted"]
     return out if emitted is None else out.index_select(0, emitted)
 
 
