@@ -14,43 +14,138 @@ from harness import check as K
 from harness import roofline
 from harness.contract import OPS
 
+CPU_BENCH_PER_OP = 2  # quick cases per op that bench times on the CPU (plumbing, not measurement)
+
+
+EXIT_STATUS = """exit status:
+  0  pass: every case passed (check, bench), no case slower, missing or failing (compare --baseline)
+  1  failure: a case failed, or the gate found a case slower, missing or failing in the new run
+  2  usage or input error: a bad option or value, an unknown backend or case, a missing or malformed
+     file, no device of the kind asked for, a missing optional extra (the message names it to install),
+     a run stopped by a lost CUDA context; one line on stderr, no traceback"""
+
+LISTS = "comma- or space-separated, or repeated"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """The epilog as written; every option with a default says it (None: the help says what happens)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.option_strings and not any(action.default is v for v in (None, False, argparse.SUPPRESS)) \
+                and "%(default)" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and exit 2, as for every other usage error
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _names(choices=None):
+    """An option that takes names in one style everywhere: `--x a,b`, `--x a b` and `--x a --x b` are the same."""
+    class Names(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            names = list(getattr(namespace, self.dest) or [])
+            for value in values:
+                for name in filter(None, value.split(",")):
+                    if choices and name not in choices:
+                        parser.error(f"argument {option_string}: {name!r} is not one of {', '.join(choices)}")
+                    names.append(name)
+            setattr(namespace, self.dest, names)
+    return Names
+
+
+def _count(least):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+    parse.__name__ = f"count >= {least}"
+    return parse
+
+
+def _device_name(text):
+    kind, _, index = text.partition(":")
+    if text in ("auto", "cpu", "cuda") or (kind == "cuda" and index.isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not a device: cpu, cuda, cuda:N or auto")
+
+
+def _gate(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 10:
+        raise argparse.ArgumentTypeError(f"{value} is not a relative slowdown (0.05 is 5 %)")
+    return value
+
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m harness", description=__doc__)
+    from harness import results as RS
+    try:
+        return _run(argv)
+    except RS.InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(argv):
+    parser = _Parser(prog="python -m harness", description=__doc__, epilog=EXIT_STATUS, formatter_class=_Formatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="check backends against the float64 reference")
-    p.add_argument("--backend", action="append", metavar="NAME",
-                   help="registered name (reference, triton, cuda) or a dotted module exporting the four ops; "
-                        "repeat for several; default: every available non-reference backend, else the reference")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when there is one)")
-    p.add_argument("--ops", nargs="+", choices=OPS, metavar="OP", help=f"subset of {', '.join(OPS)}")
+    kw = dict(epilog=EXIT_STATUS, formatter_class=_Formatter)
+    registered = ", ".join(backends.REGISTERED)
+    p = sub.add_parser("check", help="check backends against the float64 reference", **kw)
+    p.add_argument("--backend", action=_names(), nargs="+", metavar="NAME",
+                   help=f"registered name ({registered}) or a dotted module exporting the four ops; {LISTS}; "
+                        "default: every available non-reference backend, else the reference")
+    p.add_argument("--device", type=_device_name, default="auto", help="cpu, cuda, cuda:N or auto (cuda when there "
+                                                                         "is one)")
+    p.add_argument("--ops", action=_names(OPS), nargs="+", metavar="OP",
+                   help=f"subset of {', '.join(OPS)}; {LISTS}; default: all")
     tier = p.add_mutually_exclusive_group()
-    tier.add_argument("--quick", dest="tier", action="store_const", const="quick", help="small cases (default)")
+    tier.add_argument("--quick", dest="tier", action="store_const", const="quick", help="small cases (the default)")
     tier.add_argument("--full", dest="tier", action="store_const", const="full", help="add production-sized cases")
-    p.add_argument("--case", nargs="+", metavar="NAME", help="only these cases (names as the table prints them, "
-                                                             "or fuzz-<op>-<seed>)")
-    p.add_argument("--fuzz", type=int, default=0, metavar="N", help="add N fuzzed cases per op")
+    p.add_argument("--case", action=_names(), nargs="+", metavar="NAME",
+                   help=f"only these cases (names as --list-cases prints them, or fuzz-<op>-<seed>); {LISTS}")
+    p.add_argument("--list-cases", action="store_true", help="print the cases (op, family, tier, name, seed) and exit")
+    p.add_argument("--fuzz", type=_count(0), default=0, metavar="N", help="add N fuzzed cases per op")
     p.add_argument("--seed", type=int, default=0, help="seed of the fuzzer (case i gets seed*1000+i)")
     p.add_argument("--verbose", "-v", action="store_true", help="a line per case")
-    b = sub.add_parser("bench", help="time backends on benchmark cases against the roofline")
-    b.add_argument("--backend", action="append", metavar="NAME",
-                   help="as for check; default: every available backend but the reference (torch included)")
-    b.add_argument("--cases", default="v4-flash", help=f"{', '.join(C.BENCH)}, quick (the small test cases), "
-                                                       "or a comma-separated list of case names")
-    b.add_argument("--device", default="auto")
-    b.add_argument("--ops", nargs="+", choices=OPS, metavar="OP")
-    b.add_argument("--reps", type=int, default=30, help="timed calls per (case, backend)")
+    b = sub.add_parser("bench", help="time backends on benchmark cases against the roofline", **kw)
+    b.add_argument("--backend", action=_names(), nargs="+", metavar="NAME",
+                   help=f"registered name ({registered}) or a dotted module; {LISTS}; "
+                        "default: every available backend but the reference (torch included)")
+    b.add_argument("--cases", action=_names(), nargs="+", metavar="NAME",
+                   help=f"benchmark sets ({', '.join(C.BENCH)}), quick (the small test cases; on the CPU the first "
+                        f"{CPU_BENCH_PER_OP} per op) or case names; {LISTS}; default: v4-flash")
+    b.add_argument("--list-cases", action="store_true", help="print the benchmark sets and their cases and exit")
+    b.add_argument("--device", type=_device_name, default="auto", help="cpu, cuda, cuda:N or auto")
+    b.add_argument("--ops", action=_names(OPS), nargs="+", metavar="OP", help=f"subset of the ops; {LISTS}")
+    b.add_argument("--reps", type=_count(1), default=30, help="timed calls per (case, backend), at most")
     b.add_argument("--out", metavar="FILE", help="write the JSON results document here")
     b.add_argument("--pytest-benchmark", metavar="FILE", help="also write pytest-benchmark's JSON layout here")
     b.add_argument("--flashinfer-trace", metavar="FILE", help="also write flashinfer-bench Trace lines (JSONL) here")
-    cal = sub.add_parser("calibrate", help="measure copy bandwidth and bf16 / fp8 matmul rates on the device")
-    cal.add_argument("--device", default="auto")
+    cal = sub.add_parser("calibrate", help="measure copy bandwidth and bf16 / fp8 matmul rates on the device", **kw)
+    cal.add_argument("--device", type=_device_name, default="auto", help="cpu, cuda, cuda:N or auto")
     cal.add_argument("--out", metavar="FILE", help="write the measurements as JSON")
-    cmp = sub.add_parser("compare", help="compare bench result files: side by side, or against a baseline")
+    cmp = sub.add_parser("compare", help="compare bench result files: side by side, or against a baseline", **kw)
     cmp.add_argument("files", nargs="+", metavar="FILE")
-    cmp.add_argument("--baseline", metavar="FILE", help="judge every FILE against this run (same GPU)")
-    cmp.add_argument("--gate", type=float, default=0.05, help="relative slowdown that fails (default 0.05)")
-    rep = sub.add_parser("report", help="markdown tables and PNG plots of bench result files")
+    cmp.add_argument("--baseline", metavar="FILE",
+                     help="judge every FILE against this run (same GPU): exit 1 when a case the baseline timed is "
+                          "slower past the gate, missing, declined or failing in FILE, or when they share no case")
+    cmp.add_argument("--gate", type=_gate, default=0.05, help="relative slowdown that fails")
+    rep = sub.add_parser("report", help="markdown tables and PNG plots of bench result files (plots need the bench "
+                                        "extra: matplotlib)", **kw)
     rep.add_argument("files", nargs="+", metavar="FILE")
     rep.add_argument("--out", default="report", metavar="DIR", help="folder for report.md and the plots")
     args = parser.parse_args(argv)
@@ -73,15 +168,28 @@ def compare_command(args):
             print(f"warning: {doc['path']} ran on {doc['environment'].get('gpu')}, the baseline on "
                   f"{base['environment'].get('gpu')}", file=sys.stderr)
         changes = RS.compare_runs(base, doc, args.gate)
-        print(f"\n{RS.label(doc)} against {RS.label(base)} (gate {args.gate:.0%})")
-        print(tabulate([[*c.key, f"{c.base_us:.1f}", f"{c.new_us:.1f}", f"{c.ratio:.3f}", c.verdict] for c in changes],
-                       headers=["op", "case", "backend", "base us", "new us", "new/base", "verdict"],
+        new_label, base_label = RS.labels([doc, base])
+        print(f"\n{new_label} against {base_label} (gate {args.gate:.0%})")
+        print(tabulate([[*c.key, _us(c.base_us), _us(c.new_us), f"{c.ratio:.3f}" if c.ratio else "-", c.verdict,
+                         c.message] for c in changes],
+                       headers=["op", "case", "backend", "base us", "new us", "new/base", "verdict", "why"],
                        tablefmt="github"))
-        slower = [c for c in changes if c.verdict == "slower"]
-        if slower:
+        compared = [c for c in changes if c.verdict != "new"]
+        if not any(c.new_us is not None for c in compared):  # nothing measured in both: no evidence of a pass
             status = 1
-            print(f"{len(slower)} slower past the gate: " + ", ".join("/".join(c.key) for c in slower))
+            print(f"FAIL: {doc['path']} shares no timed case with the baseline {base['path']} "
+                  f"({len(compared)} baseline cases, none timed in the new run)")
+        for verdict, what in (("missing", "missing (absent, declined or untimed)"), ("failed", "failing"),
+                              ("slower", "slower past the gate")):
+            hit = [c for c in changes if c.verdict == verdict]
+            if hit:
+                status = 1
+                print(f"FAIL: {len(hit)} {what}: " + ", ".join("/".join(c.key) for c in hit))
     return status
+
+
+def _us(value):
+    return "-" if value is None else f"{value:.1f}"
 
 
 def calibrate_command(args):
@@ -113,9 +221,28 @@ def calibrate_command(args):
 
 def _device(arg):
     device = K.pick_device(arg)
+    if device.startswith("cuda"):
+        import torch
+        if not torch.cuda.is_available():
+            _usage_error(f"--device {arg}: no CUDA device here (torch {torch.__version__}, CUDA "
+                         f"{torch.version.cuda or 'none: a CPU build'}); use --device cpu")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            _usage_error(f"--device {arg}: only {torch.cuda.device_count()} CUDA device(s) are visible")
     if device == "cpu":  # Triton kernels can run on the CPU only in its interpreter, set before import
         os.environ.setdefault("TRITON_INTERPRET", "1")
     return device
+
+
+def _usage_error(message):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+# what to install when a registered backend's package is missing
+EXTRAS = {"triton": "pip install 'dsv4-sparse-harness[triton]'", "cuda": "pip install 'dsv4-sparse-harness[cuda]'",
+          **{peer: "the peer wheels: bash ci/peer_wheels.sh, then pip install --no-deps .whl/*.whl"
+             for peer in ("sglang", "deepgemm", "flashmla", "flashinfer")}}
 
 
 def _backends(names, device):
@@ -125,16 +252,21 @@ def _backends(names, device):
             try:
                 loaded.append(backends.load(name, device))
             except backends.BackendUnavailable as err:
-                print(f"error: {err}", file=sys.stderr)
-                sys.exit(2)
+                missing = any(w in str(err) for w in ("not installed", "No module named", "importing"))
+                _usage_error(f"{err}" + (f" (install {EXTRAS[name]})" if missing and name in EXTRAS else ""))
         return loaded
     return _available(device) or [backends.load("reference", device)]
 
 
 def _available(device):
-    """Every registered backend but the reference that can run on the device."""
-    return [backends.load(n, device) for n, why in backends.availability(device=device).items()
-            if why is None and n != "reference"]
+    """Every registered backend but the reference that can run on the device; says once which cannot, and why."""
+    reasons = backends.availability(device=device)
+    unavailable = {n: why for n, why in reasons.items() if why is not None}
+    if unavailable:
+        print(f"not run, unavailable on {device}: {', '.join(unavailable)}")
+        for why in unavailable.values():
+            print(f"- {why}")
+    return [backends.load(n, device) for n, why in reasons.items() if why is None and n != "reference"]
 
 
 def _select_cases(args):
@@ -157,13 +289,28 @@ def _select_cases(args):
 
 
 class Progress:
-    """One rewritten line on a terminal; silent in logs unless verbose."""
+    """One rewritten line on a terminal; in a log (stdout or stderr not a terminal) a line per case group
+    (op and family) as it finishes; a line per case when verbose."""
 
     def __init__(self, total, verbose):
         self.total, self.done, self.verbose = total, 0, verbose
-        self.tty = sys.stderr.isatty()
+        self.tty = sys.stderr.isatty() and sys.stdout.isatty()
+        self.group, self.group_results = None, []
+
+    def _group_done(self):
+        if self.group_results and not self.tty and not self.verbose:
+            rs = self.group_results
+            failed, skipped = sum(r.failed for r in rs), sum(r.status == "skip" for r in rs)
+            print(f"[{self.done}/{self.total}] {self.group[0]} {self.group[1]}: {len(rs)} (backend, case) pairs, "
+                  f"{failed} failed" + (f", {skipped} skipped" if skipped else "")
+                  + f" ({sum(r.seconds for r in rs):.1f}s)", file=sys.stderr, flush=True)
+        self.group_results = []
 
     def step(self, result):
+        if (result.case.op, result.case.family) != self.group:
+            self._group_done()
+            self.group = (result.case.op, result.case.family)
+        self.group_results.append(result)
         self.done += 1
         line = f"[{self.done}/{self.total}] {result.backend} {result.case.id}: {result.status} ({result.seconds:.2f}s)"
         if self.verbose and result.metrics:
@@ -174,6 +321,7 @@ class Progress:
             print("\r" + line[:110].ljust(110), end="", file=sys.stderr, flush=True)
 
     def close(self):
+        self._group_done()
         if self.tty and not self.verbose:
             print("\r" + " " * 110 + "\r", end="", file=sys.stderr, flush=True)
 
@@ -194,7 +342,15 @@ def _metrics(result):
     return ", ".join(f"{k} {v:.2e}" for k, v in sorted(result.metrics.items()))
 
 
+def _list_cases(cases):
+    print(tabulate([[c.op, c.family, c.tier, c.name, c.seed] for c in cases],
+                   headers=["op", "family", "tier", "name (for --case / --cases)", "seed"], tablefmt="github"))
+    return 0
+
+
 def check_command(args):
+    if args.list_cases:
+        return _list_cases(C.select(args.ops or list(OPS), args.tier or "quick"))
     device = _device(args.device)
     loaded = _backends(args.backend, device)
     chosen = _select_cases(args)
@@ -285,32 +441,42 @@ def _agreement(loaded, results):
     print(tabulate(rows, headers=[""] + [b.name for b in loaded], tablefmt="github"))
 
 
-def _bench_cases(spec, ops):
+def _bench_cases(names, ops, device):
+    """The cases and a note on what was left out: on the CPU `quick` is cut to CPU_BENCH_PER_OP per op, since
+    a wall-clock time there tests the plumbing only."""
     ops = ops or list(OPS)
-    if spec in C.BENCH:
-        chosen = C.BENCH[spec]
-    elif spec == "quick":
-        chosen = [c for c in C.select(ops) if c.family != "bad-input"]
-    else:
-        names = spec.split(",")
-        chosen = [c for group in C.BENCH.values() for c in group if c.name in names]
-        chosen += [c for c in C.TESTS if c.name in names]
-        if not chosen:
-            print(f"error: no benchmark set or case named {spec!r}", file=sys.stderr)
-            sys.exit(2)
-    return [c for c in chosen if c.op in ops]
+    chosen, note = [], ""
+    for name in names or ["v4-flash"]:
+        if name in C.BENCH:
+            chosen += C.BENCH[name]
+        elif name == "quick":
+            quick = [c for c in C.select(ops) if c.family != "bad-input"]
+            if device == "cpu":
+                few = [c for op in ops for c in [c for c in quick if c.op == op][:CPU_BENCH_PER_OP]]
+                note = f" (quick on the CPU: the first {CPU_BENCH_PER_OP} of each op's {len(quick)} cases)"
+                quick = few
+            chosen += quick
+        else:
+            hits = [c for group in C.BENCH.values() for c in group if c.name == name]
+            hits += [c for c in C.TESTS if c.name == name]
+            if not hits:
+                _usage_error(f"no benchmark set or case named {name!r} (--list-cases prints them)")
+            chosen += hits
+    return [c for c in dict.fromkeys(chosen) if c.op in ops], note
 
 
 def bench_command(args):
+    if args.list_cases:
+        return _list_cases([c for group in C.BENCH.values() for c in group if c.op in (args.ops or OPS)])
     from harness import bench as BN
     device = _device(args.device)
     loaded = _backends(args.backend, device) if args.backend else _available(device)
-    chosen = _bench_cases(args.cases, args.ops)
+    chosen, cases_note = _bench_cases(args.cases, args.ops, device)
     copy = BN.copy_bandwidth(device)
     peaks, flush = roofline.peaks_of(device), BN.l2_flush_buffer(device)
     clock = (f"CUDA events with the L2 flushed, CUDA-graph replays under {BN.GRAPH_BELOW_US:.0f} us"
              if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)")
-    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases, up to {args.reps} reps, "
+    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases{cases_note}, up to {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
     total = len(chosen) * len(loaded)
     records = []
@@ -331,12 +497,17 @@ def bench_command(args):
     _speedups(records)
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
-             f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-", f"{r.bytes / 1e6:.1f}",
-             f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
+             f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-",
+             f"{r.plan_timing.median_us:.1f}" if r.plan_timing else "-",
+             f"{r.extra['per_step_us']:.0f} ({r.extra['layers']})" if "per_step_us" in r.extra else "-",
+             f"{r.bytes / 1e6:.1f}", f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
              f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}",
              f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
-    print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90", "MB", "GB/s",
-                                  "% copy", "% roof", "TFLOP/s", "vs torch"], tablefmt="github"))
+    print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90", "plan us",
+                                  "per step us (layers)", "MB", "GB/s", "% copy", "% roof", "TFLOP/s", "vs torch"],
+                   tablefmt="github"))
+    print("plan us: the backend's planner (SPEC 7), once per forward step; per step = plan + layers x call, "
+          "layers of the case's model (v4-flash 43, v4-pro 61)")
     for r in records:
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")  # skips say why
@@ -366,6 +537,11 @@ def _speedups(records):
 
 def report_command(args):
     from harness import report
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _usage_error("report draws its plots with matplotlib, which is not installed: "
+                     "pip install 'dsv4-sparse-harness[bench]'")
     for path in report.write(args.files, args.out):
         print(f"wrote {path}")
     return 0

@@ -2,7 +2,8 @@
 bench result files: per op a table of every timed (case, backend, run), then why each other record
 did not pass (declined cases grouped by reason); a bar plot of % of the datasheet
 roof (or of the measured copy bandwidth when the roof is unknown); a roofline scatter of the
-records that do arithmetic."""
+records that do arithmetic. CPU runs (wall clock, plumbing only) have no roofline: they stay in the
+tables and out of the plots, and the report says so. Runs that share a label are told apart by run id."""
 
 from __future__ import annotations
 
@@ -13,17 +14,23 @@ from tabulate import tabulate
 from harness import results as RS
 
 
+def is_cpu(doc):
+    """A run timed by the CPU's wall clock: no datasheet roof, no measured bandwidth."""
+    env = doc["environment"]
+    return not env.get("gpu") and str(env.get("device", "")).startswith("cpu")
+
+
 def _rows(docs):
     rows = []
-    for doc in docs:
-        run = RS.label(doc)
+    for doc, run in zip(docs, RS.labels(docs)):
+        cpu = is_cpu(doc)  # its rates are wall-clock plumbing: left blank rather than shown as 0 GB/s
         for r in doc["records"]:
             t = r.get("timing")
             rows.append({"op": r["op"], "case": r["case"], "backend": r["backend"], "run": run, "check": r["verdict"],
-                         "message": r.get("message") or "",
-                         "us": t["median_us"] if t else None, "gbps": r.get("gbps", 0.0),
-                         "pct_copy": r.get("pct_copy"), "pct_roof": r.get("pct_datasheet"),
-                         "tflops": r.get("tflops", 0.0), "vs_torch": r.get("speedup_vs_torch"),
+                         "message": r.get("message") or "", "cpu": cpu, "n": t["samples"] if t else None,
+                         "us": t["median_us"] if t else None, "gbps": None if cpu else r.get("gbps", 0.0),
+                         "pct_copy": None if cpu else r.get("pct_copy"), "pct_roof": r.get("pct_datasheet"),
+                         "tflops": None if cpu else r.get("tflops", 0.0), "vs_torch": r.get("speedup_vs_torch"),
                          "intensity": r["flops"] / r["bytes"] if r.get("bytes") else 0.0})
     return rows
 
@@ -35,17 +42,24 @@ def _fmt(v, spec):
 def markdown(docs):
     rows = _rows(docs)
     lines = ["# Benchmark report", ""]
-    for doc in docs:
+    for doc, run in zip(docs, RS.labels(docs)):
         env = doc["environment"]
-        lines.append(f"- `{doc['path']}`: {env.get('gpu', env.get('device'))}, commit {env.get('git_commit')}, "
-                     f"torch {env.get('torch')}, triton {env.get('triton', '-')}, copy bandwidth "
-                     f"{_fmt((doc.get('calibration') or {}).get('copy_gbps'), '.0f')} GB/s")
+        where = (f"CPU, {env.get('cpu_threads', '?')} threads, wall clock: no roofline" if is_cpu(doc) else
+                 f"copy bandwidth {_fmt((doc.get('calibration') or {}).get('copy_gbps'), '.0f')} GB/s")
+        lines.append(f"- `{doc['path']}` ({run}): {env.get('gpu', env.get('device'))}, harness "
+                     f"{env.get('harness_version', '?')} at commit {env.get('git_commit')}, run {env.get('run_id', '?')}, "
+                     f"torch {env.get('torch')}, triton {env.get('triton', '-')}, {where}")
+    cpu = [doc for doc in docs if is_cpu(doc)]
+    if cpu:
+        lines += ["", f"CPU runs have no roofline (times are wall clock, plumbing only): "
+                      f"{'no plots' if len(cpu) == len(docs) else 'they are left out of the plots'}."]
     for op in sorted({r["op"] for r in rows}):
         lines += ["", f"## {op}", ""]
-        table = [[r["case"], r["backend"], r["run"], r["check"], _fmt(r["us"], ".1f"), _fmt(r["gbps"], ".0f"),
+        table = [[r["case"], r["backend"], r["run"], r["check"], _fmt(r["us"], ".1f"), _fmt(r["n"], "d"),
+                  _fmt(r["gbps"], ".0f"),
                   _fmt(r["pct_copy"], ".0f"), _fmt(r["pct_roof"], ".0f"), _fmt(r["tflops"], ".1f"),
                   _fmt(r["vs_torch"], ".2f")] for r in rows if r["op"] == op and r["check"] != "skip"]
-        lines.append(tabulate(table, headers=["case", "backend", "run", "check", "median us", "GB/s", "% copy",
+        lines.append(tabulate(table, headers=["case", "backend", "run", "check", "median us", "n", "GB/s", "% copy",
                                               "% roof", "TFLOP/s", "x torch"], tablefmt="github"))
         lines += _not_passing([r for r in rows if r["op"] == op and r["check"] != "pass"])
     return "\n".join(lines) + "\n"
@@ -73,7 +87,7 @@ def plots(docs, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = [r for r in _rows(docs) if r["us"]]
+    rows = [r for r in _rows(docs) if r["us"] and not r["cpu"]]  # a CPU run has no roofline to draw
     written = []
     if not rows:
         return written

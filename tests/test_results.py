@@ -3,6 +3,7 @@ the compare command's gate, and bench -> compare end to end on the CPU."""
 
 import copy
 import json
+import re
 
 import pytest
 
@@ -120,3 +121,110 @@ def test_a_document_written_part_way_says_so(tmp_path):
     doc["complete"] = False
     (tmp_path / "a.json").write_text(json.dumps(doc))
     assert "stopped part-way" in RS.label(RS.load(tmp_path / "a.json"))
+
+
+
+def _main(capsys, *args):
+    """The CLI in this process (cheap): exit status, stdout, stderr."""
+    from harness import cli
+    try:
+        rc = cli.main([str(a) for a in args])
+    except SystemExit as stop:
+        rc = stop.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _edit(path, **changes):
+    """The document at path with records changed: case -> None (dropped) or a dict merged into its record."""
+    doc = json.loads(path.read_text())
+    doc["records"] = [{**r, **changes[r["case"]]} if changes.get(r["case"]) else r for r in doc["records"]
+                      if not (r["case"] in changes and changes[r["case"]] is None)]
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_the_gate_fails_on_a_case_that_vanished_by_name(tmp_path, capsys):
+    base = _doc(tmp_path / "base.json", [("a", 100), ("b", 200)])
+    new = _edit(_doc(tmp_path / "new.json", [("a", 100), ("b", 200)], commit="b" * 40), b=None)
+    rc, out, _ = _main(capsys, "compare", "--baseline", base, new)
+    assert rc == 1 and "missing" in out and "topk_indices/b/triton" in out, out
+
+
+@pytest.mark.parametrize("change", [{"verdict": "fail", "message": "out: 3 elements past the bound"},
+                                    {"verdict": "error", "message": "RuntimeError: boom", "timing": None},
+                                    {"verdict": "skip", "message": "declines k > 2048", "timing": None}])
+def test_the_gate_fails_on_a_case_that_fails_errs_or_is_declined_now(tmp_path, capsys, change):
+    base = _doc(tmp_path / "base.json", [("a", 100), ("b", 200)])
+    new = _edit(_doc(tmp_path / "new.json", [("a", 100), ("b", 200)], commit="b" * 40), b=change)
+    rc, out, _ = _main(capsys, "compare", "--baseline", base, new)
+    assert rc == 1 and "FAIL" in out and "topk_indices/b/triton" in out, out
+    assert change["message"] in out  # the table says why
+
+
+def test_the_gate_fails_when_the_runs_share_no_case(tmp_path, capsys):
+    base = _doc(tmp_path / "base.json", [("a", 100)])
+    new = _doc(tmp_path / "new.json", [("c", 100)], commit="b" * 40)
+    rc, out, _ = _main(capsys, "compare", "--baseline", base, new)
+    assert rc == 1 and "shares no timed case" in out and "topk_indices/a/triton" in out
+
+
+def test_a_known_disagreement_and_a_new_case_do_not_fail_the_gate(tmp_path, capsys):
+    base = _doc(tmp_path / "base.json", [("a", 100)])
+    new = _edit(_doc(tmp_path / "new.json", [("a", 100), ("z", 5)], commit="b" * 40), a={"verdict": "known"})
+    rc, out, _ = _main(capsys, "compare", "--baseline", base, new)
+    assert rc == 0 and "new" in out, out
+
+
+@pytest.mark.parametrize("command", ["compare", "compare --baseline {good}", "report"])
+@pytest.mark.parametrize("content", [None, "{not json", '{"schema": 1}', '{"schema": 7, "records": []}'])
+def test_a_missing_or_malformed_file_is_an_input_error(tmp_path, capsys, command, content):
+    good = _doc(tmp_path / "good.json", [("a", 100)])
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    extra = ["--out", tmp_path / "rep"] if command == "report" else []
+    rc, out, err = _main(capsys, *command.format(good=good).split(), bad, *extra)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "bad.json" in err, (rc, err)
+
+
+def test_input_errors_exit_2_with_one_line_and_no_traceback(tmp_path):
+    r = _cli("compare", "--baseline", str(tmp_path / "nowhere.json"), str(tmp_path / "nowhere.json"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_runs_with_the_same_label_stay_apart(tmp_path):
+    docs = []
+    for name, run_id, median in (("one.json", "11111111-aaaa", 100), ("two.json", "22222222-bbbb", 300)):
+        path = _doc(tmp_path / name, [("a", median)])
+        doc = json.loads(path.read_text())
+        doc["environment"]["run_id"] = run_id
+        path.write_text(json.dumps(doc))
+        docs.append(RS.load(path))
+    assert RS.label(docs[0]) == RS.label(docs[1])  # same GPU and commit
+    names = RS.labels(docs)
+    assert len(set(names)) == 2 and "11111111" in names[0] and "22222222" in names[1]
+    rows, headers = RS.side_by_side(docs)
+    assert len(set(headers)) == len(headers) and rows[0][2:] == ["100.0 (50%)", "300.0 (50%)"]
+    twins = [RS.load(_doc(tmp_path / f"{n}.json", [("a", 100)])) for n in ("x", "y")]  # no run id at all
+    assert len(set(RS.labels(twins))) == 2
+    from harness import report
+    md = report.markdown(docs)
+    assert "run 11111111" in md and "run 22222222" in md
+
+
+def test_report_says_cpu_runs_have_no_roofline_and_draws_no_empty_bars(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = _doc(tmp_path / "cpu.json", [("a", 100), ("b", 200)])
+    doc = json.loads(path.read_text())
+    del doc["environment"]["gpu"]
+    doc["environment"]["device"] = "cpu"
+    for r in doc["records"]:
+        r.update(pct_datasheet=None, pct_copy=0.0, gbps=0.0)
+    path.write_text(json.dumps(doc))
+    rc, _, err = _main(capsys, "report", path, "--out", tmp_path / "rep")
+    assert rc == 0, err
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "no roofline" in md and not (tmp_path / "rep" / "roof.png").exists()
+    row = next(line for line in md.splitlines() if line.startswith("| a "))
+    assert re.search(r"\|\s+30\s+\|", row) and not re.search(r"\|\s+0\s+\|", row), row  # n; no 0 GB/s
