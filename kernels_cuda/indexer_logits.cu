@@ -293,8 +293,9 @@ struct BlockCursor {
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
-        const unsigned char* q, const float* weights, const unsigned char* cache, const int* context_lens,
-        const int* block_table, long long table_stride, float* out, int max_len, int heads, int batch) {
+        const unsigned char* __restrict__ q, const float* __restrict__ weights, const unsigned char* __restrict__ cache,
+        const int* __restrict__ context_lens, const int* __restrict__ block_table, long long table_stride,
+        float* __restrict__ out, int max_len, int heads, int batch) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ unsigned char smem_raw[];
     __shared__ int red[4];
@@ -305,24 +306,17 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     float* scale_s = (float*)(k_s + WG_STAGES * WG_KEY_TILE);    // [STAGES][64]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-    // -inf past each request's last live block: every CTA a strided share of every row
-    for (int b = 0; b < batch; ++b) {
-        const long long first = (long long)blocks_of(context_lens, b) * BLOCK_ENTRIES;
-        float* row = out + (long long)b * max_len;
-        for (long long e = first + (long long)blockIdx.x * WG_THREADS + tid; e < max_len; e += (long long)gridDim.x * WG_THREADS)
-            row[e] = -INFINITY;
-    }
-
     // this CTA's contiguous range of the live-block list
     int mine = 0;
     for (int b = tid; b < batch; b += WG_THREADS) mine += blocks_of(context_lens, b);
     const long long total = cta_sum(mine, red);
     const long long lo = total * blockIdx.x / gridDim.x, hi = total * (blockIdx.x + 1) / gridDim.x;
     const int count = (int)(hi - lo);
-    if (count == 0) return;
-    BlockCursor prod;  // the next block to fetch
-    find_block(context_lens, batch, lo, red, &prod.b, &prod.j);
-    prod.n = blocks_of(context_lens, prod.b);
+    BlockCursor prod = {batch, 0, 0};  // the next block to fetch
+    if (count > 0) {
+        find_block(context_lens, batch, lo, red, &prod.b, &prod.j);
+        prod.n = blocks_of(context_lens, prod.b);
+    }
     BlockCursor cons = prod;  // the next block to compute
 
     // block (b, j) into ring stage s: thread tid copies key chunks tid + 128 k (k < 4: rows tid/8 + 16 k,
@@ -345,6 +339,20 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         }
         cp_async_commit();
     }
+
+    // While the first blocks are on their way: -inf past each request's last live block, every CTA a
+    // strided share of every row; the lengths of 8 rows are loaded at once (one latency, not 8).
+    for (int b0 = 0; b0 < batch; b0 += 8) {
+        int first[8];  // a row's first entry past its live blocks (max_len: nothing to write)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) first[k] = b0 + k < batch ? min(blocks_of(context_lens, b0 + k) * BLOCK_ENTRIES, max_len) : max_len;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            float* row = out + (long long)(b0 + k) * max_len;
+            for (int e = first[k] + blockIdx.x * WG_THREADS + tid; e < max_len; e += gridDim.x * WG_THREADS) row[e] = -INFINITY;
+        }
+    }
+    if (count == 0) return;
 
     int q_b = -1, q_ctx = 0;  // request whose queries sit in q_s, and its context length
     float w[16];  // weights of this thread's heads 8 (k / 2) + 2t + (k % 2): its accumulator columns
