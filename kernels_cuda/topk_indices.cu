@@ -3,13 +3,13 @@
 // A row is split into CLUSTER contiguous chunks, one 1024-thread CTA each; CLUSTER > 1 runs the CTAs
 // of a row as one thread-block cluster and adds their histograms through distributed shared memory
 // (the host picks CLUSTER by shape: enough CTAs to fill the GPU, a chunk that fits shared memory).
-// Each CTA loads its chunk with 16-byte loads, stores the order-preserving 32-bit keys in shared
-// memory and counts their top 11 bits in a shared histogram on the way. The row's histogram gives
-// the threshold bucket; up to two more digit passes (11 and 10 bits), over the keys in shared memory
-// only, narrow the bucket until it is one key or entirely selected. Because the whole row stays on
+// Each CTA copies its chunk to shared memory with 16-byte cp.async (all in flight at once), turns
+// it into order-preserving 32-bit keys in place and counts their top 11 bits in a shared histogram.
+// The row's histogram gives the threshold bucket; up to two more digit passes (11 and 10 bits),
+// over the keys in shared memory only, narrow the bucket until it is one key or entirely selected. Because the whole row stays on
 // chip there is no candidate buffer to overflow: ties, all-equal rows and +-inf need no other path.
 // The write-out takes every key above the bucket and the first `remaining` keys inside it in column
-// order; positions come from ballots and scans (never from atomics), so reruns are bitwise equal.
+// order; positions come from counts and scans (never from atomics), so reruns are bitwise equal.
 // Rows with seq_len <= k write 0..seq_len-1 mapped, then -1, without reading the logits.
 
 #if __CUDA_ARCH__ >= 900  // thread-block clusters and distributed shared memory are Hopper's
@@ -21,7 +21,6 @@
 #define TOPK_THREADS 1024
 #define TOPK_WARPS (TOPK_THREADS / 32)
 #define TOPK_BINS 2048   // 11-bit digits: bits 31..21, then 20..10, then 9..0 (10 bits)
-#define TOPK_UNROLL 4    // 16-byte loads in flight per thread (64 KB per CTA)
 
 __device__ __forceinline__ unsigned int sortable_key(float x) {
     const unsigned int u = __float_as_uint(x);
@@ -32,12 +31,18 @@ __device__ __forceinline__ int mapped(const int* table_row, int raw, int page_si
     return table_row[raw / page_size] * page_size + raw % page_size;
 }
 
-// the row is read once: keep it out of L1
-__device__ __forceinline__ float4 load_streaming(const float4* p) {
-    float4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-    return v;
+// four floats copied to shared memory -> their keys, in place, counted by bits 31..21
+__device__ __forceinline__ void keys_in_place(uint4* p, int* hist) {
+    uint4 v = *p;
+    v.x = sortable_key(__uint_as_float(v.x));
+    v.y = sortable_key(__uint_as_float(v.y));
+    v.z = sortable_key(__uint_as_float(v.z));
+    v.w = sortable_key(__uint_as_float(v.w));
+    *p = v;
+    atomicAdd(&hist[v.x >> 21], 1);
+    atomicAdd(&hist[v.y >> 21], 1);
+    atomicAdd(&hist[v.z >> 21], 1);
+    atomicAdd(&hist[v.w >> 21], 1);
 }
 
 // Cluster barrier: every thread of every CTA of the cluster; release/acquire orders shared-memory
@@ -130,11 +135,21 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
     __syncthreads();
 
-    // pass 1 (the only global read): keys into shared memory, histogram of bits 31..21
+    // pass 1 (the only global read): the chunk goes to shared memory by 16-byte cp.async, all of
+    // it in flight at once and no registers held (two commit groups: the first half's keys are
+    // made while the second half arrives); each thread converts the vectors it copied itself, so
+    // no barrier is needed in between. Keys in place, histogram of bits 31..21.
     {
         int* h = hist[0];
         const int vectors = (m - head) >> 2;
         const int tail = head + 4 * vectors;
+        const int half = (vectors + 1) >> 1;
+        const float4* src4 = reinterpret_cast<const float4*>(src + head);
+        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
+        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
         if (t < head) {
             const unsigned int key = sortable_key(src[t]);
             keys[t] = key;
@@ -145,26 +160,10 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
             keys[tail + t] = key;
             atomicAdd(&h[key >> 21], 1);
         }
-        const float4* src4 = reinterpret_cast<const float4*>(src + head);
-        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
-        for (int v0 = t; v0 < vectors; v0 += TOPK_THREADS * TOPK_UNROLL) {
-            float4 x[TOPK_UNROLL];
-#pragma unroll
-            for (int u = 0; u < TOPK_UNROLL; ++u)
-                if (v0 + u * TOPK_THREADS < vectors) x[u] = load_streaming(src4 + v0 + u * TOPK_THREADS);
-#pragma unroll
-            for (int u = 0; u < TOPK_UNROLL; ++u) {
-                if (v0 + u * TOPK_THREADS < vectors) {
-                    const uint4 key = make_uint4(sortable_key(x[u].x), sortable_key(x[u].y), sortable_key(x[u].z),
-                                                 sortable_key(x[u].w));
-                    keys4[v0 + u * TOPK_THREADS] = key;
-                    atomicAdd(&h[key.x >> 21], 1);
-                    atomicAdd(&h[key.y >> 21], 1);
-                    atomicAdd(&h[key.z >> 21], 1);
-                    atomicAdd(&h[key.w >> 21], 1);
-                }
-            }
-        }
+        cp_async_wait<1>();
+        for (int v = t; v < half; v += TOPK_THREADS) keys_in_place(keys4 + v, h);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) keys_in_place(keys4 + v, h);
     }
 
     // The bucket [lo, hi] holds the k-th largest key; `remaining` of its keys are still to take
@@ -319,7 +318,7 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
 }
 
 // One CTA per row (rows short enough or many enough to fill the GPU that way).
-__global__ void __launch_bounds__(TOPK_THREADS, 1)
+__global__ void __launch_bounds__(TOPK_THREADS, 2)
     dsv4_topk_indices(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                       long long table_stride, int* out, int k, int page_size) {
     topk_row<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size);
@@ -327,7 +326,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 
 // CLUSTER CTAs per row, one cluster per row.
 template <int CLUSTER>
-__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
     dsv4_topk_indices_cluster(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                               long long table_stride, int* out, int k, int page_size) {
 #if __CUDA_ARCH__ >= 900

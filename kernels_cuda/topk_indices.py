@@ -12,6 +12,7 @@ from kernels_cuda._loader import launch
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB of histograms)
+TWO_PER_SM_CHUNK = 20480  # up to here two CTAs share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
 
 
@@ -21,15 +22,18 @@ def chunk_columns(columns, cluster):
 
 
 def cluster_size(batch, columns, sms, clusters=CLUSTERS):
-    """CTAs per row: the fewest whose chunks fit shared memory, doubled while the grid still fits
-    one CTA per SM and the chunks stay long enough."""
+    """CTAs per row: the fewest whose chunks fit shared memory, doubled while all CTAs are still
+    resident at once (one or two per SM by the chunk's shared memory) and the chunks stay long enough."""
     fitting = [c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK]
     if not fitting:
         raise ValueError(f"topk_indices (CUDA): rows of {columns} columns exceed {clusters[-1] * MAX_CHUNK} "
                          f"on this GPU (thread-block clusters need sm_90+)")
     cluster = fitting[0]
-    while (cluster < clusters[-1] and batch * cluster * 2 <= sms
-           and chunk_columns(columns, cluster * 2) >= MIN_CHUNK):
+    while cluster < clusters[-1]:
+        chunk = chunk_columns(columns, cluster * 2)
+        resident = sms * (2 if chunk <= TWO_PER_SM_CHUNK else 1)
+        if batch * cluster * 2 > resident or chunk < MIN_CHUNK:
+            break
         cluster *= 2
     return cluster
 
