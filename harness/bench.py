@@ -12,6 +12,7 @@ wall-clock and says so.
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 import json
 import os
@@ -21,6 +22,8 @@ import subprocess
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -182,8 +185,11 @@ def time_graph(calls, device, *, calls_per_graph=GRAPH_CALLS, reps=20, label=Non
 
 
 def _timing(samples, clock, calls_per_sample=1, host_us=None):
+    """Median, p10 and p90 by linear interpolation between the sorted samples (statistics' "inclusive"
+    method, numpy's default), so they stay within the smallest and largest sample however few there are
+    (the exclusive method extrapolates: a p10 under the fastest call, even negative); `samples` counts them."""
     ordered = sorted(samples)
-    q = statistics.quantiles(ordered, n=10) if len(ordered) > 1 else [ordered[0]] * 9
+    q = statistics.quantiles(ordered, n=10, method="inclusive") if len(ordered) > 1 else [ordered[0]] * 9
     return Timing(statistics.median(ordered), q[0], q[-1], len(ordered), clock,
                   statistics.stdev(ordered) if len(ordered) > 1 else 0.0, samples, calls_per_sample, host_us)
 
@@ -196,20 +202,77 @@ def l2_flush_buffer(device):
     return torch.empty(2 * l2, dtype=torch.uint8, device=device)
 
 
+# NVML clock-event ("throttle") reasons: name -> the bit's name in pynvml, newer first then older
+CLOCK_EVENT_REASONS = {
+    "gpu_idle": "GpuIdle", "applications_clocks_setting": "ApplicationsClocksSetting",
+    "sw_power_cap": "SwPowerCap", "hw_slowdown": "HwSlowdown", "sync_boost": "SyncBoost",
+    "sw_thermal_slowdown": "SwThermalSlowdown", "hw_thermal_slowdown": "HwThermalSlowdown",
+    "hw_power_brake_slowdown": "HwPowerBrakeSlowdown", "display_clock_setting": "DisplayClockSetting",
+}
+# the reasons that mean power or heat held the clocks down (idle, application clocks and sync boost do not)
+THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                    "hw_power_brake_slowdown")
+
+
+def pci_bus_id(device):
+    """The torch device's PCI address as NVML writes it ("00000000:3B:00.0"), or None."""
+    props = torch.cuda.get_device_properties(_cuda_index(device))
+    parts = [getattr(props, f"pci_{k}_id", None) for k in ("domain", "bus", "device")]
+    return None if None in parts else f"{parts[0]:08X}:{parts[1]:02X}:{parts[2]:02X}.0"
+
+
+def _cuda_index(device):
+    index = torch.device(device).index
+    return torch.cuda.current_device() if index is None else index
+
+
+def nvml_handle(pynvml, device):
+    """NVML's handle of the torch device. NVML numbers the machine's GPUs and ignores CUDA_VISIBLE_DEVICES, so
+    torch's index would name another GPU under a mask: the handle is looked up by PCI bus id (else by UUID)."""
+    bus_id = pci_bus_id(device)
+    if bus_id:
+        return pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+    uuid_ = getattr(torch.cuda.get_device_properties(_cuda_index(device)), "uuid", None)
+    if uuid_ is None:
+        raise LookupError("neither a PCI bus id nor a UUID for the device")
+    return pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid_}")
+
+
+def clock_event_reasons(pynvml, handle):
+    """The NVML clock-event reasons in force now, by name (CLOCK_EVENT_REASONS)."""
+    get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    mask = get(handle)
+    names = []
+    for name, bit in CLOCK_EVENT_REASONS.items():
+        value = getattr(pynvml, f"nvmlClocksEventReason{bit}", getattr(pynvml, f"nvmlClocksThrottleReason{bit}", 0))
+        if value and mask & value:
+            names.append(name)
+    return names
+
+
 def telemetry(device):
-    """SM clock (MHz), its maximum, temperature (C) and power (W) through NVML, or {}."""
+    """SM clock (MHz), its maximum, temperature (C), power (W) and the clock-event reasons through NVML for
+    the torch device (found by PCI bus id), or {}."""
     if torch.device(device).type != "cuda":
         return {}
     try:
         import pynvml
         pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(torch.device(device).index or 0)
-        return {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        h = nvml_handle(pynvml, device)
+        reasons = clock_event_reasons(pynvml, h)
+        return {"pci_bus_id": pci_bus_id(device), "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
-                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000}
+                "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000, "clock_event_reasons": reasons,
+                "throttled": any(r in THROTTLE_REASONS for r in reasons)}
     except Exception:  # no NVML on this machine: telemetry is optional
         return {}
+
+
+def throttled(before, after):
+    """Whether NVML said power or heat held the clocks down when the measurement began or ended."""
+    return bool(before.get("throttled") or (after or {}).get("throttled"))
 
 
 def copy_bandwidth(device):
@@ -290,8 +353,7 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     after = telemetry(device)
     if before:
         record.extra["telemetry"] = {"before": before, "after": after}
-        record.extra["throttled"] = min(before["sm_clock_mhz"], after["sm_clock_mhz"]) < 0.9 * before[
-            "sm_clock_max_mhz"]
+        record.extra["throttled"] = throttled(before, after)
     layers = I.PRESETS[C.preset_of(case)].layers
     plan_us = record.plan_timing.median_us if record.plan_timing else 0.0
     record.extra.update(layers=layers, per_step_us=plan_us + layers * record.timing.median_us)
@@ -333,28 +395,82 @@ def calibrate(device):
     return result
 
 
-def environment(device):
-    env = {"python": platform.python_version(), "torch": torch.__version__, "device": str(device)}
+DIST = "dsv4-sparse-harness"
+# the package of every backend (and the tools the timer uses) as pip names it; the first installed name wins
+PACKAGES = {"torch": ["torch"], "triton": ["triton"], "cupy": ["cupy-cuda13x", "cupy-cuda12x", "cupy"],
+            "nvidia-cuda-nvrtc": ["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"], "sglang": ["sglang"],
+            "flashinfer-python": ["flashinfer-python"], "sgl-deep-gemm": ["sgl-deep-gemm"],
+            "sgl-flash-mla": ["sgl-flash-mla"], "apache-tvm-ffi": ["apache-tvm-ffi"], "nvtx": ["nvtx"],
+            "nvidia-ml-py": ["nvidia-ml-py"], "pytest-benchmark": ["pytest-benchmark"]}
+
+
+def _version(*names):
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def harness_source():
+    """(commit, dirty, where it came from) of the harness that runs, whatever the current directory is:
+    HARNESS_GIT_COMMIT if set (a copied tree whose .git may be stale); else git at the folder the harness
+    package was imported from, if that folder is a git work tree's root (a checkout, an editable install);
+    else the commit pip recorded when it installed from a VCS URL (direct_url.json); else nothing."""
+    if os.environ.get("HARNESS_GIT_COMMIT"):
+        return os.environ["HARNESS_GIT_COMMIT"], None, "HARNESS_GIT_COMMIT"
+    root = Path(__file__).resolve().parent.parent
     try:
-        import triton
-        env["triton"] = triton.__version__
-    except ImportError:
+        git = ["git", "-C", str(root)]
+        top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
+        if Path(top.stdout.strip()).resolve() == root:
+            head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+            dirty = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip()
+            return head.stdout.strip(), bool(dirty), f"git at {root}"
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a work tree (an installed wheel)
         pass
+    try:
+        direct = json.loads(importlib.metadata.distribution(DIST).read_text("direct_url.json") or "{}")
+        if direct.get("vcs_info", {}).get("commit_id"):
+            return direct["vcs_info"]["commit_id"], None, "direct_url.json"
+    except (importlib.metadata.PackageNotFoundError, json.JSONDecodeError):
+        pass
+    return None, None, None
+
+
+def _nvml_versions():
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        return {"driver": driver.decode() if isinstance(driver, bytes) else driver,
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+    except Exception:  # no NVML here: the versions are optional
+        return {}
+
+
+def environment(device):
+    """Provenance of a run: a run id, the harness's version and commit (of the installed package, not the
+    current directory), the version of every backend's package, and the device (GPU, driver, CUDA; on the
+    CPU its thread count)."""
+    env = {"run_id": str(uuid.uuid4()), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "python": platform.python_version(), "torch": torch.__version__, "device": str(device),
+           "harness_version": _version(DIST), "packages": {k: _version(*names) for k, names in PACKAGES.items()}}
+    if env["packages"]["triton"]:
+        env["triton"] = env["packages"]["triton"]
     if torch.device(device).type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env.update(gpu=props.name, sms=props.multi_processor_count, cuda=torch.version.cuda,
-                   l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory)
-    if os.environ.get("HARNESS_GIT_COMMIT"):  # said by whoever copied the tree: a copy's .git may be stale
-        env["git_commit"] = os.environ["HARNESS_GIT_COMMIT"]
-        env["git_commit_source"] = "HARNESS_GIT_COMMIT"
-        return env
-    try:
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                           check=True).stdout.strip()
-        env["git_dirty"] = bool(subprocess.run(["git", "status", "--porcelain"], capture_output=True,
-                                               text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):  # a copy of the tree without git
-        env["git_commit"] = None
+                   l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory,
+                   pci_bus_id=pci_bus_id(device), **_nvml_versions())
+    else:
+        env.update(cpu=platform.processor() or platform.machine(), cpu_threads=torch.get_num_threads(),
+                   cpu_count=os.cpu_count())
+    env["git_commit"], dirty, env["git_commit_source"] = harness_source()
+    if dirty is not None:
+        env["git_dirty"] = dirty
     return env
 
 
@@ -420,26 +536,58 @@ def write_flashinfer_trace(path, device, records):
                                 "solution": r.backend, "evaluation": evaluation}) + "\n")
 
 
-def write_pytest_benchmark(path, device, records):
-    """The same records in pytest-benchmark's JSON layout (seconds), for its compare tooling."""
-    env = environment(device)
+def write_pytest_benchmark(path, device, records, env=None):
+    """The same records in pytest-benchmark's JSON layout (seconds per call), for its compare tooling: built
+    by pytest-benchmark itself (its Stats, machine info and document hook) where it is installed, else by
+    hand in the same layout."""
+    env = env or environment(device)
+    timed = [r for r in records if r.timing]
+    commit = {"id": env.get("git_commit"), "dirty": env.get("git_dirty"), "project": DIST, "branch": None,
+              "time": None, "author_time": None}
+    try:
+        from pytest_benchmark.plugin import pytest_benchmark_generate_json, pytest_benchmark_generate_machine_info
+        from pytest_benchmark.stats import Metadata
+    except ImportError:  # the bench extra is optional
+        doc = _pytest_benchmark_by_hand(env, timed, commit)
+    else:
+        benchmarks = []
+        for r in timed:
+            fixture = SimpleNamespace(name=f"{r.case}[{r.backend}]", fullname=f"{r.op}/{r.case}[{r.backend}]",
+                                      group=r.op, param=r.backend, params={"backend": r.backend, "case": r.case},
+                                      extra_info=_pytest_benchmark_extra(r), cprofile_stats=None, has_error=False)
+            meta = Metadata(fixture, r.timing.calls_per_sample, {"timer": r.timing.clock})
+            for x in r.timing.samples_us or [r.timing.median_us]:
+                meta.stats.update(x * 1e-6)  # already per call (a graph's replay time / its calls)
+            benchmarks.append(meta)
+        machine = {**pytest_benchmark_generate_machine_info(), "gpu": env.get("gpu"), "device": env.get("device"),
+                   "run_id": env.get("run_id")}
+        doc = pytest_benchmark_generate_json(config=None, benchmarks=benchmarks, include_data=True,
+                                             machine_info=machine, commit_info=commit)
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def _pytest_benchmark_extra(r):
+    return {"bytes": r.bytes, "flops": r.flops, "gbps": r.gbps, "verdict": r.verdict, "clock": r.timing.clock,
+            "p10_us": r.timing.p10_us, "p90_us": r.timing.p90_us}
+
+
+def _pytest_benchmark_by_hand(env, timed, commit):
     benchmarks = []
-    for r in records:
-        if not r.timing:
-            continue
+    for r in timed:
         s = sorted(x * 1e-6 for x in r.timing.samples_us) or [r.timing.median_us * 1e-6]
-        q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0]] * 3
+        q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
         mean = statistics.fmean(s)
         benchmarks.append({
             "group": r.op, "name": f"{r.case}[{r.backend}]", "fullname": f"{r.op}/{r.case}[{r.backend}]",
             "params": {"backend": r.backend, "case": r.case}, "param": r.backend,
-            "extra_info": {"bytes": r.bytes, "flops": r.flops, "gbps": r.gbps, "verdict": r.verdict},
+            "extra_info": _pytest_benchmark_extra(r), "options": {"timer": r.timing.clock},
             "stats": {"min": s[0], "max": s[-1], "mean": mean, "stddev": statistics.stdev(s) if len(s) > 1 else 0.0,
                       "rounds": len(s), "median": statistics.median(s), "iqr": q[2] - q[0], "q1": q[0], "q3": q[2],
                       "iqr_outliers": 0, "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": s[0], "hd15iqr": s[-1],
-                      "ops": 1 / mean if mean else 0.0, "total": sum(s), "iterations": 1}})
-    doc = {"machine_info": {"node": platform.node(), "python_version": env["python"], "gpu": env.get("gpu")},
-           "commit_info": {"id": env.get("git_commit"), "dirty": env.get("git_dirty")},
-           "benchmarks": benchmarks, "datetime": time.strftime("%Y-%m-%dT%H:%M:%S"), "version": "5.2.3"}
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+                      "ops": 1 / mean if mean else 0.0, "total": sum(s), "data": s,
+                      "iterations": r.timing.calls_per_sample}})
+    return {"machine_info": {"node": platform.node(), "python_version": env["python"], "gpu": env.get("gpu"),
+                             "run_id": env.get("run_id")},
+            "commit_info": commit, "benchmarks": benchmarks, "datetime": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "version": "5.2.3"}

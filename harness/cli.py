@@ -497,13 +497,13 @@ def bench_command(args):
     _speedups(records)
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
-             f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f}" if r.timing else "-",
+             f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f} ({r.timing.samples})" if r.timing else "-",
              f"{r.plan_timing.median_us:.1f}" if r.plan_timing else "-",
              f"{r.extra['per_step_us']:.0f} ({r.extra['layers']})" if "per_step_us" in r.extra else "-",
              f"{r.bytes / 1e6:.1f}", f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
              f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}",
              f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
-    print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90", "plan us",
+    print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90 (n)", "plan us",
                                   "per step us (layers)", "MB", "GB/s", "% copy", "% roof", "TFLOP/s", "vs torch"],
                    tablefmt="github"))
     print("plan us: the backend's planner (SPEC 7), once per forward step; per step = plan + layers x call, "
@@ -515,7 +515,7 @@ def bench_command(args):
         BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env)
         print(f"wrote {args.out}")
     if args.pytest_benchmark:
-        BN.write_pytest_benchmark(args.pytest_benchmark, device, records)
+        BN.write_pytest_benchmark(args.pytest_benchmark, device, records, env=env)
     if args.flashinfer_trace:
         BN.write_flashinfer_trace(args.flashinfer_trace, device, records)
     return 1 if any(r.verdict not in ("pass", "skip", "known") for r in records) else 0

@@ -1,6 +1,15 @@
 """The timer and the timer cross-check on the CPU (wall clock: plumbing, not measurements)."""
 
+import importlib.metadata
+import json
 import statistics
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
 
 from harness import bench as BN
 from harness import crosscheck
@@ -48,3 +57,100 @@ def test_an_explicit_commit_wins_over_a_copied_git(monkeypatch):
     assert env["git_commit"] == "abc1234" and env["git_commit_source"] == "HARNESS_GIT_COMMIT"
     monkeypatch.delenv("HARNESS_GIT_COMMIT")
     assert len(BN.environment("cpu")["git_commit"]) == 40  # this checkout's HEAD
+
+
+@pytest.mark.parametrize("samples", [[10.0, 11.0], [10.0, 11.0, 12.0], [5.0, 5.1, 5.2, 90.0], [3.0] * 4 + [40.0]])
+def test_p10_and_p90_stay_within_the_samples_and_the_count_is_reported(samples):
+    t = BN._timing(samples, "wall")
+    assert min(samples) <= t.p10_us <= t.median_us <= t.p90_us <= max(samples)
+    assert t.samples == len(samples) == len(t.samples_us)
+
+
+class FakeNVML:
+    """pynvml as far as telemetry uses it: two GPUs told apart by PCI bus id; the index lookup is a trap."""
+    NVML_CLOCK_SM, NVML_TEMPERATURE_GPU = 1, 0
+    nvmlClocksEventReasonGpuIdle, nvmlClocksEventReasonSwPowerCap = 0x1, 0x4
+    nvmlClocksEventReasonSwThermalSlowdown, nvmlClocksEventReasonHwSlowdown = 0x20, 0x8
+
+    def __init__(self, reasons):
+        self.reasons, self.asked = reasons, []
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        raise AssertionError("NVML's index ignores CUDA_VISIBLE_DEVICES")
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+        self.asked.append(bus_id)
+        return bus_id
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        return 1980  # at the maximum: a clock ratio would see no throttling
+
+    nvmlDeviceGetMaxClockInfo = nvmlDeviceGetClockInfo
+
+    def nvmlDeviceGetTemperature(self, handle, kind):
+        return 60
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 500_000
+
+
+@pytest.mark.parametrize("reasons,throttled", [(0x20, True), (0x4 | 0x1, True), (0x1, False), (0, False)])
+def test_telemetry_finds_the_torch_device_by_pci_bus_id_and_reads_nvml_reasons(monkeypatch, reasons, throttled):
+    nvml = FakeNVML(reasons)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0, name="NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    got = BN.telemetry("cuda:1")  # under CUDA_VISIBLE_DEVICES=4,5 this is physical GPU 5: the bus id says so
+    assert nvml.asked == ["00000000:3B:00.0"] and got["pci_bus_id"] == "00000000:3B:00.0"
+    assert got["throttled"] is throttled and ("sw_thermal_slowdown" in got["clock_event_reasons"]) == bool(reasons & 0x20)
+    assert BN.throttled(got, {}) is throttled and BN.throttled({}, got) is throttled
+
+
+def test_environment_records_the_harness_commit_not_the_current_directory(tmp_path, monkeypatch):
+    root = Path(BN.__file__).resolve().parent.parent
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode or Path(subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                                              capture_output=True, text=True).stdout.strip()).resolve() != root:
+        pytest.skip("the harness is not a git checkout here")
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    git = ["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "another project"], check=True)
+    monkeypatch.chdir(other)
+    monkeypatch.delenv("HARNESS_GIT_COMMIT", raising=False)
+    env = BN.environment("cpu")
+    assert env["git_commit"] == head.stdout.strip() and str(root) in env["git_commit_source"]
+
+
+def test_environment_records_versions_threads_and_a_run_id():
+    env, again = BN.environment("cpu"), BN.environment("cpu")
+    assert env["harness_version"] == importlib.metadata.version("dsv4-sparse-harness")
+    assert {"torch", "triton", "cupy", "sglang", "flashinfer-python", "sgl-deep-gemm", "sgl-flash-mla"} <= set(
+        env["packages"])
+    assert env["packages"]["torch"] == importlib.metadata.version("torch")
+    assert env["cpu_threads"] == torch.get_num_threads() and env["run_id"] != again["run_id"]
+
+
+def test_pytest_benchmark_export_is_made_by_pytest_benchmark(tmp_path):
+    stats_module = pytest.importorskip("pytest_benchmark.stats")
+    import pytest_benchmark
+    samples = [12.0, 10.0, 11.5, 30.0, 10.5]
+    timing = BN._timing(samples, "wall")
+    record = BN.Record("topk_indices", "long-k512", "torch", "pass", timing=timing, bytes=1000, flops=0)
+    path = tmp_path / "pb.json"
+    BN.write_pytest_benchmark(path, "cpu", [record, BN.Record("topk_indices", "x", "torch", "skip")])
+    doc = json.loads(path.read_text())
+    want = stats_module.Stats()
+    for x in samples:
+        want.update(x * 1e-6)
+    (bench,) = doc["benchmarks"]
+    assert doc["version"] == pytest_benchmark.__version__ and "python_implementation" in doc["machine_info"]
+    assert {k: bench["stats"][k] for k in want.fields} == pytest.approx(want.as_dict())
+    assert bench["group"] == "topk_indices" and bench["param"] == "torch" and bench["stats"]["rounds"] == 5
