@@ -44,10 +44,10 @@ def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_
             blk = tl.load(table_row + t // BLOCK_T, mask=live, other=0).to(tl.int64)
             k = tl.load(key_ptr + blk[:, None] * ROW_BYTES + (t % BLOCK_T)[:, None] * DIM + cols[None, :],
                         mask=live[:, None], other=0.0)
-            scores = tl.dot(q, tl.trans(k))  # [H, TILE*64], e4m3 x e4m3 -> fp32
+            scores = tl.dot(k, tl.trans(q))  # [TILE*64, H], e4m3 x e4m3 -> fp32; keys as M: the head sum stays in-thread
             scale = tl.load(scale_ptr + blk * ROW_FLOATS + SCALE_OFF + t % BLOCK_T, mask=live, other=0.0)
-            scores = tl.maximum(scores * scale[None, :], 0.0)
-            logit = tl.sum(w[:, None] * scores, axis=0)
+            scores = tl.maximum(scores * scale[:, None], 0.0)
+            logit = tl.sum(scores * w[None, :], axis=1)
             tl.store(out_row + t, tl.where(live, logit, float("-inf")), mask=t < max_len)
         else:
             tl.store(out_row + t, tl.full([TILE * BLOCK_T], float("-inf"), tl.float32), mask=t < max_len)
