@@ -51,6 +51,17 @@ __device__ __forceinline__ void keys_in_place(uint4* p, int* hist) {
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
 
+// Read 16 aligned bytes at the same shared-memory offset in CTA `rank` of this cluster.
+__device__ __forceinline__ int4 load_peer4(const int* local, unsigned int rank) {
+    const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
+    unsigned int remote;
+    int4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(remote) : "memory");
+    return v;
+}
+
 // Read a 32-bit word at the same shared-memory offset in CTA `rank` of this cluster.
 __device__ __forceinline__ int load_peer(const int* local, unsigned int rank) {
     const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
@@ -93,8 +104,8 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
                                          const int* __restrict__ seq_lens, const int* __restrict__ page_table,
                                          long long table_stride, int* __restrict__ out, int k, int page_size) {
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
-    __shared__ int hist[2][TOPK_BINS];   // this CTA's counts; two so a pass never zeroes what a peer reads
-    __shared__ int row_hist[CLUSTER > 1 ? TOPK_BINS : 1];  // the cluster's sum
+    __shared__ __align__(16) int hist[2][TOPK_BINS];  // this CTA's counts; two so a pass never zeroes what a peer reads
+    __shared__ __align__(16) int row_hist[CLUSTER > 1 ? TOPK_BINS : 4];  // the cluster's sum
     __shared__ int warp_sums[TOPK_WARPS];
     __shared__ int warp_above[TOPK_WARPS], warp_inside[TOPK_WARPS];
     __shared__ int cta_counts[2];        // keys above the bucket / inside it in this CTA (peers read them)
@@ -189,11 +200,17 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
         if (CLUSTER > 1) {
             cluster_arrive();  // every CTA's histogram is complete
             cluster_wait();
-            for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) {
-                int sum = 0;
-#pragma unroll
-                for (int r = 0; r < CLUSTER; ++r) sum += load_peer(&h[i], r);
-                row_hist[i] = sum;
+            if (t < TOPK_BINS / 4) {  // four bins a thread, one 16-byte read per peer
+                int4 sum = make_int4(0, 0, 0, 0);
+#pragma unroll 2  // 32 registers: at most two peers' reads in flight
+                for (int r = 0; r < CLUSTER; ++r) {
+                    const int4 part = load_peer4(&h[4 * t], r);
+                    sum.x += part.x;
+                    sum.y += part.y;
+                    sum.z += part.z;
+                    sum.w += part.w;
+                }
+                reinterpret_cast<int4*>(row_hist)[t] = sum;
             }
             counts = row_hist;
         }
