@@ -23,6 +23,7 @@ SHARED_BYTES = 2 * TILE * KV_STRIDE + WARPS * 16 * 32 * 4 + 2 * TILE * 4
 H64_HEADS, H64_WARPS, STAGES = 64, 8, 3
 H64_SHARED_BYTES = STAGES * TILE * KV_STRIDE + H64_WARPS * 16 * 32 * 4 + STAGES * TILE * 4 + H64_HEADS * KV_STRIDE
 MAX_SPLITS = 64
+MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
 PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
 CTA_COST_ROWS = 64  # a CTA's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
 
@@ -43,7 +44,7 @@ def _splits(ctas, topk, sms):
     only where the grid is short of the SMs; each split beyond one costs a partial written and
     combined."""
     best, best_cost = 1, None
-    for s in range(1, min(MAX_SPLITS, max(1, contract.cdiv(topk, TILE))) + 1):
+    for s in range(1, min(MAX_SPLITS, max(1, contract.cdiv(topk, MIN_SPLIT_ROWS))) + 1):
         waves = contract.cdiv(ctas * s, sms)
         cost = waves * (contract.cdiv(topk, s) + CTA_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
         if best_cost is None or cost < best_cost:

@@ -119,6 +119,7 @@ def _config(heads):
 
 CONFIG = {}
 MAX_SPLITS = 64
+MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
 PART_COST_ROWS = 128  # a program's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
 PROGRAM_COST_ROWS = 64  # a program's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
 
@@ -135,7 +136,7 @@ def _splits(programs, topk, block_k, sms):
     (the gathered tiles and Q fill shared memory), so a split pays off only where the grid is short
     of the SMs, and each split beyond one costs a partial written and combined."""
     best, best_cost = 1, None
-    for s in range(1, min(MAX_SPLITS, max(1, triton.cdiv(topk, block_k))) + 1):
+    for s in range(1, min(MAX_SPLITS, max(1, triton.cdiv(topk, max(block_k, MIN_SPLIT_ROWS)))) + 1):
         waves = triton.cdiv(programs * s, sms)
         cost = waves * (triton.cdiv(topk, s) + PROGRAM_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
         if best_cost is None or cost < best_cost:
