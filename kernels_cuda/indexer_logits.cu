@@ -171,7 +171,8 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // ---------------------------------------------------------------------------------------------
 // Hopper path (sm_90a only): dsv4_indexer_logits_wgmma. fp8 tensor-core MMA (wgmma e4m3 x e4m3 ->
 // f32, QGMMA in SASS) under SPEC 5's revised bound (rel. L2 3e-4 per row; QGMMA measured 1.0e-4 to
-// 1.4e-4). One warpgroup (128 threads) per CTA, WG_CTAS_PER_SM CTAs per SM, a persistent grid:
+// 1.4e-4). One warpgroup (128 threads) per CTA, a persistent grid of as many CTAs as fit (4 per SM
+// with 53.5 KB of shared memory each; the host asks the occupancy calculator):
 // the live cache blocks of all requests (sum of ceil(context_len / 64)) are one list, cut into
 // gridDim.x contiguous ranges of equal length, so unequal context lengths balance across the SMs.
 // Per block: D[64 keys x 64 heads] = keys[64 x 128] . q[64 x 128]^T, four m64n64k32 steps that
@@ -182,8 +183,8 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // Shared-memory layout of q and of each key stage: 64 rows of 128 bytes, K-major, in wgmma's
 // 128-byte swizzle (16-byte chunk c of row r at r*128 + ((c ^ (r & 7)) * 16), 1024-byte aligned);
 // cp.async writes that layout directly (a 1-D bulk copy cannot swizzle, and the unswizzled layout
-// wants 16-byte core-matrix rows, not 128-byte ones). A STAGES-deep cp.async ring keeps about
-// 3 x (STAGES-1) x 8.4 KB in flight per SM. Rows past context_len within a block hold whatever the
+// wants 16-byte core-matrix rows, not 128-byte ones). A STAGES-deep cp.async ring keeps up to
+// 4 CTAs x (STAGES-1) x 8.4 KB in flight per SM. Rows past context_len within a block hold whatever the
 // cache holds (possibly NaN): MMA columns are independent and the store selects -inf by index.
 // Heads > 64 or another architecture: the fp16 mma.sync kernel above (the Python side dispatches).
 
