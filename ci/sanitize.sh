@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck, racecheck and initcheck over the CUDA backend's quick conformance cases,
 # the three tools side by side on the GPU; logs to ${OUT:-out}/sanitizer-<tool>.log. Exits non-zero
-# if any tool reports an error or a case fails.
+# if any tool reports an error or a case fails. With several GPUs each tool takes one of them, within
+# the CUDA_VISIBLE_DEVICES mask the job was given (ci/gpus.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# shellcheck source=ci/gpus.sh
+source ci/gpus.sh
 # racecheck looks only at shared memory, and torch's float64 reference kernels would keep it busy
 # for many minutes: it checks our kernels alone (kernels_cuda names every kernel dsv4_*). memcheck
 # and initcheck watch every kernel: initcheck must see torch's writes to know memory is initialised.
@@ -17,13 +20,13 @@ if grep -q -- "--kernel-name " "$OUT/sanitizer-help.log"; then
 fi
 echo "racecheck kernel filter: ${race_filter[*]:-none (every kernel instrumented)}"
 tools=(memcheck racecheck initcheck)
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 i=0
-for tool in "${tools[@]}"; do  # one GPU each where the host has several
+for tool in "${tools[@]}"; do  # one GPU each where the job has several
     filter=()
     [ "$tool" = racecheck ] && filter=("${race_filter[@]}")
     pin=()
-    [ "$gpus" -gt 1 ] && pin=(env CUDA_VISIBLE_DEVICES=$((i % gpus)))
+    [ "$gpu_count" -gt 1 ] && pin=(env CUDA_VISIBLE_DEVICES="$(gpu_for $i)")
+    echo "$tool on GPU ${pin[*]:+$(gpu_for $i)}${pin[*]:-as given (${CUDA_VISIBLE_DEVICES:-all})}"
     "${pin[@]}" compute-sanitizer --tool "$tool" --error-exitcode 99 --target-processes all "${filter[@]}" \
         python3 -m harness check --backend cuda --device cuda --quick "$@" >"$OUT/sanitizer-$tool.log" 2>&1 &
     i=$((i + 1))
