@@ -22,9 +22,12 @@
 #define TOPK_WARPS (TOPK_THREADS / 32)
 #define TOPK_BINS 2048   // 11-bit digits: bits 31..21, then 20..10, then 9..0 (10 bits)
 
+// Order-preserving key. Every NaN becomes the largest key (as torch.topk ranks NaN): NaN never
+// reaches a long row that was validated, and this way no key falls below -inf's 0x007fffff, so
+// the key-0 padding can never be inside a bucket even when validation is skipped.
 __device__ __forceinline__ unsigned int sortable_key(float x) {
     const unsigned int u = __float_as_uint(x);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return x != x ? 0xffffffffu : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 __device__ __forceinline__ int mapped(const int* table_row, int raw, int page_size) {
@@ -130,8 +133,8 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     const float* src = logits + (long long)b * columns + begin;
     // Key of column begin + c sits in word shift + c, so 16-byte groups of the buffer match 16-byte
     // groups of the row; columns before the row's first 16-byte boundary are loaded one by one. The
-    // words before and after the chunk hold key 0 (a negative NaN's, below -inf's): never selected
-    // and never in a bucket, so every scan reads whole groups without bounds checks.
+    // words before and after the chunk hold key 0 (below every real key: see sortable_key): never
+    // selected and never in a bucket, so every scan reads whole groups without bounds checks.
     const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
     const int head = min(m, (4 - shift) & 3);
     const int groups = (shift + m + 3) >> 2;
