@@ -4,7 +4,8 @@
   grid whose CTAs take equal shares of all requests' live cache blocks;
 - `dsv4_indexer_logits` (any architecture, any H): one 4-warp CTA per (request, 8 cache blocks),
   exact fp16 tensor-core dots of the e4m3 values (mma.sync).
-`DSV4_INDEXER_WGMMA=0` in the environment forces the second one on Hopper too."""
+`DSV4_INDEXER_FP8=0` in the environment forces the second one on Hopper too (exact dots in both
+backends; kernels_triton reads the same variable)."""
 
 import functools
 import os
@@ -25,7 +26,7 @@ WGMMA_SMEM = 1024 + contract.INDEXER_KEY_BYTES * (1 + WGMMA_STAGES) + WGMMA_STAG
 
 
 def _use_wgmma(q_fp8, kv_cache, heads):
-    if os.environ.get("DSV4_INDEXER_WGMMA", "1") == "0" or heads > WGMMA_HEADS:
+    if os.environ.get("DSV4_INDEXER_FP8", "1") == "0" or heads > WGMMA_HEADS:
         return False
     if torch.cuda.get_device_capability(q_fp8.device) != (9, 0):
         return False

@@ -5,6 +5,8 @@ request's e4m3 queries [H, 128] against each tile's gathered e4m3 keys on the te
 times the per-entry key scale, ReLU, weighted sum over heads. Blocks past the context write -inf.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -25,7 +27,7 @@ SCALE_FLOAT_OFFSET = contract.INDEXER_KEY_BYTES // 4
 def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_stride, out_ptr, max_len, H,
                     BLOCK_H: tl.constexpr, DIM: tl.constexpr, BLOCK_T: tl.constexpr, TILE: tl.constexpr,
                     STEPS: tl.constexpr, ROW_BYTES: tl.constexpr, ROW_FLOATS: tl.constexpr,
-                    SCALE_OFF: tl.constexpr):
+                    SCALE_OFF: tl.constexpr, FP8_DOT: tl.constexpr):
     b = tl.program_id(0)
     ctx = tl.load(ctx_ptr + b)
     out_row = out_ptr + b.to(tl.int64) * max_len
@@ -35,6 +37,8 @@ def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_
     r = tl.arange(0, TILE * BLOCK_T)  # TILE cache blocks side by side in one dot
     cols = tl.arange(0, DIM)
     q = tl.load(q_ptr + (b.to(tl.int64) * H + h[:, None]) * DIM + cols[None, :], mask=hmask[:, None], other=0.0)
+    if not FP8_DOT:  # exact: fp16 holds every e4m3 value, products and sums in fp32
+        q = q.to(tl.float16)
     w = tl.load(w_ptr + b.to(tl.int64) * H + h, mask=hmask, other=0.0)
     for step in range(STEPS):
         t0 = (tl.program_id(1) * STEPS + step) * TILE * BLOCK_T
@@ -44,6 +48,8 @@ def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_
             blk = tl.load(table_row + t // BLOCK_T, mask=live, other=0).to(tl.int64)
             k = tl.load(key_ptr + blk[:, None] * ROW_BYTES + (t % BLOCK_T)[:, None] * DIM + cols[None, :],
                         mask=live[:, None], other=0.0)
+            if not FP8_DOT:
+                k = k.to(tl.float16)
             scores = tl.dot(k, tl.trans(q))  # [TILE*64, H], e4m3 x e4m3 -> fp32; keys as M: the head sum stays in-thread
             scale = tl.load(scale_ptr + blk * ROW_FLOATS + SCALE_OFF + t % BLOCK_T, mask=live, other=0.0)
             scores = tl.maximum(scores * scale[:, None], 0.0)
@@ -54,8 +60,9 @@ def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_
 
 
 # tile: cache blocks per dot; steps: tiles per program (the queries load once per program);
-# measured on the H200 (docs/perf-notes.md).
-CONFIG = {"tile": 2, "steps": 4, "num_warps": 4}
+# measured on the H200 (docs/perf-notes.md). fp8_dot: e4m3 operands straight into the MMA (QGMMA on
+# Hopper); False (or DSV4_INDEXER_FP8=0 in the environment) gives exact fp16 dots.
+CONFIG = {"tile": 2, "steps": 4, "num_warps": 4, "fp8_dot": True}
 
 
 def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_context_len, validate=True):
@@ -72,5 +79,7 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
                           max_context_len, layout.heads, BLOCK_H=max(16, triton.next_power_of_2(layout.heads)),
                           DIM=contract.INDEXER_DIM, BLOCK_T=BLOCK, TILE=tile, STEPS=steps,
                           ROW_BYTES=contract.INDEXER_BLOCK_BYTES, ROW_FLOATS=ROW_FLOATS,
-                          SCALE_OFF=SCALE_FLOAT_OFFSET, num_warps=CONFIG["num_warps"])
+                          SCALE_OFF=SCALE_FLOAT_OFFSET,
+                          FP8_DOT=CONFIG["fp8_dot"] and os.environ.get("DSV4_INDEXER_FP8", "1") != "0",
+                          num_warps=CONFIG["num_warps"])
     return out
