@@ -11,7 +11,6 @@ ratio-blocks ("segments") a call touches, as int32 device tensors, and the outpu
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,20 +20,23 @@ from harness import contract
 from harness.contract import InputError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Fingerprint:
-    """A metadata tensor by value: shape, dtype and a digest of its bytes."""
+    """A metadata tensor by value: shape, dtype and a host copy of its values."""
     shape: tuple
     dtype: str
-    digest: str
+    values: np.ndarray
+
+    def __eq__(self, other):
+        return (isinstance(other, Fingerprint) and self.shape == other.shape and self.dtype == other.dtype
+                and np.array_equal(self.values, other.values))
 
 
 def fingerprint(t):
     if t is None:
         return None
     host = t.detach().cpu().contiguous()
-    digest = hashlib.blake2b(host.numpy().tobytes(), digest_size=16).hexdigest()
-    return Fingerprint(tuple(host.shape), str(host.dtype), digest)
+    return Fingerprint(tuple(host.shape), str(host.dtype), host.numpy().copy())
 
 
 @dataclass
@@ -89,23 +91,39 @@ def check_plan(plan, kind, device, scalars, metadata, validate=True):
 # compress
 
 
-def compress_segments(prefix, extend, ratio):
-    """The work list of a compress call (numpy, from host lengths): every ratio-block a request's new
-    positions touch is one segment, in request then block order. Per segment: its request, block, output
-    row (the block's entry is emitted when the call completes it) or -1, and whether it is the request's
-    last. Also each request's first kv_score row and the output row count."""
+SEGMENT_FIELDS = ("request", "block", "out_row", "last", "prefix", "end", "kv_start", "state", "state_prev")
+SEGMENT_WIDTH = 12  # int32 per segment record (three 16-byte loads); fields past SEGMENT_FIELDS are 0
+
+
+def compress_segments(prefix, extend, ratio, mode, state_rows=None, page_table=None):
+    """The work list of a compress call (numpy, from host metadata): every ratio-block that a
+    request's new positions touch is one segment, in request then block order, as a record of
+    SEGMENT_WIDTH int32 so a kernel finds everything it addresses in one load:
+    request; block g; output row (the entry the call completes) or -1; last segment of its request;
+    the request's prefix and end positions; the kv_score row of position `prefix`; `state`: the
+    request's state row (ring, online) or the page of block g (paged, -1: none); `state_prev`: the
+    page of block g - 1 (paged; -1: none). Returns (records [S, SEGMENT_WIDTH], output rows)."""
     prefix, extend = np.asarray(prefix, dtype=np.int64), np.asarray(extend, dtype=np.int64)
     end = prefix + extend
     first = prefix // ratio
     segments = np.where(extend > 0, (end - 1) // ratio - first + 1, 0)
     emitted = end // ratio - first  # entries first .. end//ratio - 1: the leading segments
     out_start = np.cumsum(emitted) - emitted
-    seg_req = np.repeat(np.arange(len(prefix)), segments)
-    local = np.arange(len(seg_req)) - (np.cumsum(segments) - segments)[seg_req]
-    return {"seg_req": seg_req, "seg_block": first[seg_req] + local,
-            "seg_out": np.where(local < emitted[seg_req], out_start[seg_req] + local, -1),
-            "seg_last": (local == segments[seg_req] - 1).astype(np.int64),
-            "kv_start": np.cumsum(extend) - extend}, int(emitted.sum())
+    req = np.repeat(np.arange(len(prefix)), segments)
+    local = np.arange(len(req)) - (np.cumsum(segments) - segments)[req]
+    block = first[req] + local
+    records = np.zeros((len(req), SEGMENT_WIDTH), dtype=np.int64)
+    records[:, :7] = np.stack([req, block, np.where(local < emitted[req], out_start[req] + local, -1),
+                               local == segments[req] - 1, prefix[req], end[req],
+                               (np.cumsum(extend) - extend)[req]], axis=1)
+    if mode == "paged":
+        table = np.asarray(page_table, dtype=np.int64)
+        width = table.shape[1]
+        records[:, 7] = np.where(block < width, table[req, np.minimum(block, width - 1)], -1)
+        records[:, 8] = np.where((block > 0) & (block <= width), table[req, np.clip(block - 1, 0, width - 1)], -1)
+    else:
+        records[:, 7] = np.asarray(state_rows, dtype=np.int64)[req]
+    return records, int(emitted.sum())
 
 
 def ring_overwrites_reads(prefix, extend, ratio):
@@ -133,23 +151,19 @@ def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, pag
     meta = contract.check_compress_metadata(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
                                             page_table=page_table, validate=validate)
     device = _device(device) if device is not None else prefix_lens.device
-    prefix = meta.prefix_lens if validate else prefix_lens.tolist()
-    extend = meta.extend_lens if validate else extend_lens.tolist()
-    work, n_out = compress_segments(prefix, extend, meta.ratio)
-    arrays = {**work, "prefix": prefix, "extend": extend}
-    flat = torch.from_numpy(np.concatenate([np.asarray(a, dtype=np.int32) for a in arrays.values()]))
-    flat = flat.pin_memory() if device.type == "cuda" else flat
-    flat = flat.to(device, non_blocking=True)
-    tensors, offset = {}, 0
-    for name, a in arrays.items():
-        tensors[name] = flat[offset:offset + len(a)]
-        offset += len(a)
-    return make_plan("compress", device, {"ratio": meta.ratio, "mode": mode},
-                     {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
-                      "page_table": page_table},
-                     n_out=n_out, n_seg=len(work["seg_req"]), batch=meta.batch, tensors=tensors,
+    metadata = {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
+                "page_table": page_table}
+    plan = make_plan("compress", device, {"ratio": meta.ratio, "mode": mode}, metadata)
+    host = {name: (f.values if f is not None else None) for name, f in plan.metadata.items()}  # one copy each
+    prefix, extend = host["prefix_lens"].tolist(), host["extend_lens"].tolist()
+    records, n_out = compress_segments(prefix, extend, meta.ratio, mode, host["state_rows"], host["page_table"])
+    flat = torch.from_numpy(records.astype(np.int32))
+    if device.type == "cuda":
+        flat = flat.pin_memory().to(device, non_blocking=True)
+    plan.data.update(n_out=n_out, n_seg=len(records), batch=meta.batch, segments=flat.to(device),
                      ring_conflict=mode == "ring" and ring_overwrites_reads(prefix, extend, meta.ratio),
                      online_split=mode == "online" and online_state_split(prefix, extend))
+    return plan
 
 
 def check_compress_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_rows, page_table, validate, device):

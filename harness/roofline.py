@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from harness import contract
 
 
@@ -26,15 +28,20 @@ def _compress(x):
     width = kv.shape[1]
     d = width // contract.ROW_WIDTH_FACTOR[ratio]
     prefix, extend = kw["prefix_lens"].tolist(), kw["extend_lens"].tolist()
+    table = kw["page_table"].cpu() if mode == "paged" else None
     state_reads = state_writes = out_rows = 0
-    for p, e in zip(prefix, extend):
+    for b, (p, e) in enumerate(zip(prefix, extend)):
         out_rows += len(contract.compress_emitted(ratio, p, e))
         if mode == "online":
             state_reads += 1 if e and p % 128 else 0
             state_writes += 1 if e else 0
         else:
             state_reads += len(contract.compress_state_reads(ratio, p, e))
-            state_writes += min(e, contract.RING_WIDTH[ratio]) if mode == "ring" else e
+            if mode == "ring":
+                state_writes += min(e, contract.RING_WIDTH[ratio])
+            else:  # only rows whose block has a page are written (released blocks have none)
+                blocks = torch.arange(p, p + e) // ratio
+                state_writes += int((table[b, blocks.clamp(max=table.shape[1] - 1)] >= 0).sum()) if e else 0
     row_bytes = 3 * d * 4 if mode == "online" else width * 4
     terms = 8 if ratio == 4 else 128
     moved = kv.numel() * 4 + ape.numel() * 4 + (state_reads + state_writes) * row_bytes + out_rows * d * 4

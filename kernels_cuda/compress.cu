@@ -33,85 +33,96 @@ template <> struct Vec<1> {
 
 enum { MODE_RING = 0, MODE_PAGED = 1, MODE_ONLINE = 2 };
 
+// A segment record (harness/plans.py, SEGMENT_FIELDS): 12 int32, read as three 16-byte loads.
 struct Segment {
     int b;             // request
+    int o;             // output row of the entry the call completes, or -1
+    int last;          // the request's last segment
+    int state;         // ring / online: the request's state row; paged: the page of block g (-1: none)
+    int state_prev;    // paged: the page of block g - 1 (-1: none)
     long long g;       // block
     long long prefix;  // first new position
     long long end;     // one past the last new position
     long long start;   // kv_score row of position `prefix`
 };
 
-__device__ __forceinline__ Segment segment_of(int s, const int* seg_req, const int* seg_block, const int* prefix_lens,
-                                              const int* extend_lens, const int* kv_start) {
+__device__ __forceinline__ Segment segment_of(const int* __restrict__ segments, int s) {
+    const int4* r = reinterpret_cast<const int4*>(segments) + 3 * s;
+    const int4 a = r[0], b = r[1], c = r[2];
     Segment seg;
-    seg.b = seg_req[s];
-    seg.g = seg_block[s];
-    seg.prefix = prefix_lens[seg.b];
-    seg.end = seg.prefix + extend_lens[seg.b];
-    seg.start = kv_start[seg.b];
+    seg.b = a.x;
+    seg.g = a.y;
+    seg.o = a.z;
+    seg.last = a.w;
+    seg.prefix = b.x;
+    seg.end = b.y;
+    seg.start = b.z;
+    seg.state = b.w;
+    seg.state_prev = c.x;
     return seg;
 }
 
-// The raw row of position p: kv_score from the prefix on, else the state (ring slot or page slot).
+// The raw row of position p (in block g or g - 1): kv_score from the prefix on, else the state.
 template <int RATIO, int MODE>
 __device__ __forceinline__ const float* row_of(long long p, const Segment& seg, const float* kv, const float* state,
-                                              const int* state_rows, const int* page_table, long long table_stride,
                                               int E) {
     if (p >= seg.prefix) return kv + (seg.start + p - seg.prefix) * E;
-    if (MODE == MODE_PAGED)
-        return state + ((long long)page_table[seg.b * table_stride + p / RATIO] * RATIO + p % RATIO) * E;
-    constexpr int W = RATIO == 4 ? 8 : 128;
-    return state + ((long long)state_rows[seg.b] * W + p % W) * E;
-}
-
-// Does the state keep new position p? paged: its block has a page; ring: one of the last W.
-template <int RATIO, int MODE>
-__device__ __forceinline__ float* kept_row(long long p, const Segment& seg, float* state, const int* state_rows,
-                                          const int* page_table, long long table_stride, int E) {
     if (MODE == MODE_PAGED) {
-        const int page = page_table[seg.b * table_stride + p / RATIO];
-        return page < 0 ? nullptr : state + ((long long)page * RATIO + p % RATIO) * E;
+        const int page = p / RATIO == seg.g ? seg.state : seg.state_prev;
+        return state + ((long long)page * RATIO + p % RATIO) * E;
     }
     constexpr int W = RATIO == 4 ? 8 : 128;
+    return state + ((long long)seg.state * W + p % W) * E;
+}
+
+// Where the state keeps new position p of block g, or nullptr: paged, the block's page if it has
+// one; ring, the last W positions.
+template <int RATIO, int MODE>
+__device__ __forceinline__ float* kept_row(long long p, const Segment& seg, float* state, int E) {
+    if (MODE == MODE_PAGED)
+        return seg.state < 0 ? nullptr : state + ((long long)seg.state * RATIO + p % RATIO) * E;
+    constexpr int W = RATIO == 4 ? 8 : 128;
     if (p < seg.end - W) return nullptr;
-    return state + ((long long)state_rows[seg.b] * W + p % W) * E;
+    return state + ((long long)seg.state * W + p % W) * E;
 }
 
 // Ratio 4: entry g pools the overlap half of block g-1 and the current half of block g (8 terms).
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(128) dsv4_compress_c4(
+__global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
         const float* __restrict__ kv, float* state, const float* __restrict__ ape, float* __restrict__ out,
-        const int* __restrict__ seg_req, const int* __restrict__ seg_block, const int* __restrict__ seg_out,
-        const int* __restrict__ prefix_lens, const int* __restrict__ extend_lens, const int* __restrict__ kv_start,
-        const int* __restrict__ state_rows, const int* __restrict__ page_table, long long table_stride, int d,
-        int pool, int store) {
+        const int* __restrict__ segments, int d, int pool, int store) {
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
     if (c >= d) return;
     const int E = 4 * d;
-    const Segment seg = segment_of(blockIdx.x, seg_req, seg_block, prefix_lens, extend_lens, kv_start);
-    const int o = seg_out[blockIdx.x];
-    const bool pooling = pool && o >= 0;
+    const Segment seg = segment_of(segments, blockIdx.x);
+    const bool pooling = pool && seg.o >= 0;
     if (!pooling && !store) return;
 
-    // block g: all four sections of its new rows (stored), the current half of every row (pooled)
-    Vec<VEC> cur_kv[4], cur_sc[4], ov_kv[4], ov_sc[4];
+    // block g: the current half of every row (pooled); new rows the state keeps are stored at once
+    // (they go to slots of new positions, which no CTA reads)
+    Vec<VEC> cur_kv[4], cur_sc[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const long long p = 4 * seg.g + i;
         const bool fresh = p >= seg.prefix && p < seg.end;
-        if (fresh || (pooling && p < seg.prefix)) {
-            const float* r = row_of<4, MODE>(p, seg, kv, state, state_rows, page_table, table_stride, E);
-            if (fresh) {
-                cur_kv[i].load_nc(r + d + c);
-                cur_sc[i].load_nc(r + 3 * d + c);
-                if (store) {
-                    ov_kv[i].load_nc(r + c);
-                    ov_sc[i].load_nc(r + 2 * d + c);
-                }
-            } else {
-                cur_kv[i].load(r + d + c);
-                cur_sc[i].load(r + 3 * d + c);
-            }
+        float* dst = store && fresh ? kept_row<4, MODE>(p, seg, state, E) : nullptr;
+        if (!(dst || (pooling && p < seg.end))) continue;
+        const float* r = row_of<4, MODE>(p, seg, kv, state, E);
+        if (fresh) {
+            cur_kv[i].load_nc(r + d + c);
+            cur_sc[i].load_nc(r + 3 * d + c);
+        } else {
+            cur_kv[i].load(r + d + c);
+            cur_sc[i].load(r + 3 * d + c);
+        }
+        if (dst) {
+            Vec<VEC> ov_kv, ov_sc;
+            ov_kv.load_nc(r + c);
+            ov_sc.load_nc(r + 2 * d + c);
+            ov_kv.store(dst + c);
+            cur_kv[i].store(dst + d + c);
+            ov_sc.store(dst + 2 * d + c);
+            cur_sc[i].store(dst + 3 * d + c);
         }
     }
     // block g-1: the overlap half (absent for entry 0: value 0, logit -inf, so no term)
@@ -120,7 +131,7 @@ __global__ void __launch_bounds__(128) dsv4_compress_c4(
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const long long p = 4 * seg.g - 4 + i;
-            const float* r = row_of<4, MODE>(p, seg, kv, state, state_rows, page_table, table_stride, E);
+            const float* r = row_of<4, MODE>(p, seg, kv, state, E);
             if (p >= seg.prefix) {
                 prev_kv[i].load_nc(r + c);
                 prev_sc[i].load_nc(r + 2 * d + c);
@@ -157,20 +168,7 @@ __global__ void __launch_bounds__(128) dsv4_compress_c4(
             }
             result.v[k] = acc / s;
         }
-        result.store(out + (long long)o * d + c);
-    }
-    if (store) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const long long p = 4 * seg.g + i;
-            if (p < seg.prefix || p >= seg.end) continue;
-            float* dst = kept_row<4, MODE>(p, seg, state, state_rows, page_table, table_stride, E);
-            if (!dst) continue;
-            ov_kv[i].store(dst + c);
-            cur_kv[i].store(dst + d + c);
-            ov_sc[i].store(dst + 2 * d + c);
-            cur_sc[i].store(dst + 3 * d + c);
-        }
+        result.store(out + (long long)seg.o * d + c);
     }
 }
 
@@ -179,19 +177,18 @@ __global__ void __launch_bounds__(128) dsv4_compress_c4(
 // online: only the new positions, starting from the running state when the block began earlier;
 // the request's last segment writes the new running state (to `new_state[b]` when the planner
 // found a request that reads its state in one segment and writes it in another, else in place).
+// Four CTAs of 128 threads fit an SM (at most 128 registers a thread), so a 64K-token prefill's
+// 512 blocks run in one wave.
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(128) dsv4_compress_c128(
+__global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
-        float* __restrict__ out, const int* __restrict__ seg_req, const int* __restrict__ seg_block,
-        const int* __restrict__ seg_out, const int* __restrict__ seg_last, const int* __restrict__ prefix_lens,
-        const int* __restrict__ extend_lens, const int* __restrict__ kv_start, const int* __restrict__ state_rows,
-        const int* __restrict__ page_table, long long table_stride, int d, int pool, int store) {
-    constexpr int CHUNK = 8;
+        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store) {
+    constexpr int CHUNK = 4;
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
     if (c >= d) return;
     const int E = 2 * d;
-    const Segment seg = segment_of(blockIdx.x, seg_req, seg_block, prefix_lens, extend_lens, kv_start);
-    const int o = seg_out[blockIdx.x];
+    const Segment seg = segment_of(segments, blockIdx.x);
+    const int o = seg.o;
     const long long base = 128 * seg.g;
     const long long lo = seg.prefix > base ? seg.prefix : base;  // first new position in the block
     const long long hi = seg.end < base + 128 ? seg.end : base + 128;
@@ -205,7 +202,7 @@ __global__ void __launch_bounds__(128) dsv4_compress_c128(
         s[k] = 0.f;
         acc[k] = 0.f;
     }
-    const float* st = MODE == MODE_ONLINE ? state + (long long)state_rows[seg.b] * 3 * d : nullptr;
+    const float* st = MODE == MODE_ONLINE ? state + (long long)seg.state * 3 * d : nullptr;
     if (MODE == MODE_ONLINE && pooling && lo > base) {  // the block began in an earlier call
         Vec<VEC> m0, s0, v0;
         m0.load(st + c);
@@ -229,8 +226,7 @@ __global__ void __launch_bounds__(128) dsv4_compress_c128(
             const long long p = p0 + i;
             if (p < last) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
-                const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(
-                    p, seg, kv, state, state_rows, page_table, table_stride, E);
+                const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
                 if (p >= seg.prefix) {
                     y[i].load_nc(r + c);
                     x[i].load_nc(r + d + c);
@@ -245,8 +241,7 @@ __global__ void __launch_bounds__(128) dsv4_compress_c128(
             for (int i = 0; i < CHUNK; ++i) {
                 const long long p = p0 + i;
                 if (p < seg.prefix || p >= hi) continue;
-                float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(
-                    p, seg, state, state_rows, page_table, table_stride, E);
+                float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, state, E);
                 if (!dst) continue;
                 y[i].store(dst + c);
                 x[i].store(dst + d + c);
@@ -281,8 +276,8 @@ __global__ void __launch_bounds__(128) dsv4_compress_c128(
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v.v[k] = acc[k] / s[k];
     if (o >= 0) v.store(out + (long long)o * d + c);
-    if (MODE == MODE_ONLINE && seg_last[blockIdx.x]) {
-        float* dst = new_state ? new_state + (long long)seg.b * 3 * d : state + (long long)state_rows[seg.b] * 3 * d;
+    if (MODE == MODE_ONLINE && seg.last) {
+        float* dst = new_state ? new_state + (long long)seg.b * 3 * d : state + (long long)seg.state * 3 * d;
         Vec<VEC> mv, sv;
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
@@ -295,14 +290,13 @@ __global__ void __launch_bounds__(128) dsv4_compress_c128(
     }
 }
 
-// Online mode, after dsv4_compress_c128 wrote to scratch: requests with new positions take their
-// new running state. One CTA per request.
+// Online mode, after dsv4_compress_c128 wrote to scratch: each request's last segment's new
+// running state goes to the request's state row. One CTA per segment.
 __global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
-                                            const int* __restrict__ extend_lens, const int* __restrict__ state_rows,
-                                            int d) {
-    const int b = blockIdx.x;
-    if (extend_lens[b] == 0) return;
-    float* dst = state + (long long)state_rows[b] * 3 * d;
-    const float* src = new_state + (long long)b * 3 * d;
+                                            const int* __restrict__ segments, int d) {
+    const Segment seg = segment_of(segments, blockIdx.x);
+    if (!seg.last) return;
+    float* dst = state + (long long)seg.state * 3 * d;
+    const float* src = new_state + (long long)seg.b * 3 * d;
     for (int i = threadIdx.x; i < 3 * d; i += blockDim.x) dst[i] = src[i];
 }

@@ -32,29 +32,19 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     out = torch.empty((plan["n_out"], d), dtype=torch.float32, device=device)
     if plan["n_seg"] == 0:
         return out
-    t = plan["tensors"]
+    segments = plan["segments"]
     vec = _vec(d, (kv_score, ape, state, out))
     threads = min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32)
     grid = (plan["n_seg"], contract.cdiv(d, threads * vec))
-    rows = state_rows if state_rows is not None else t["prefix"]  # valid pointers where a mode has none
-    table = page_table if page_table is not None else t["prefix"]
-    stride = np.int64(page_table.stride(0) if page_table is not None else 0)
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
-    segs = (t["seg_req"], t["seg_block"], t["seg_out"])
-    lens = (t["prefix"], t["extend"], t["kv_start"])
-    if layout.ratio == 4:
-        passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
-        for pool, store in passes:
-            launch("compress.cu", expr, grid, (threads,),
-                   (kv_score, state, ape, out, *segs, *lens, rows, table, stride, d, pool, store), device)
-        return out
-    scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
+    # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
+    scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
     for pool, store in passes:
-        launch("compress.cu", expr, grid, (threads,),
-               (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out, *segs, t["seg_last"],
-                *lens, rows, table, stride, d, pool, store), device)
+        args = (kv_score, state, ape, out) if layout.ratio == 4 else \
+            (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
+        launch("compress.cu", expr, grid, (threads,), (*args, segments, d, pool, store), device)
     if scratch is not None:
-        launch("compress.cu", "dsv4_compress_online_commit", (layout.batch,), (256,),
-               (state, scratch, t["extend"], state_rows, d), device)
+        launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
+               device)
     return out

@@ -19,46 +19,49 @@ MODE_ID = {"ring": 0, "paged": 1, "online": 2}
 
 
 @triton.jit
-def _rows(p, prefix, start, b, srow, table_ptr, table_stride, E, RATIO: tl.constexpr, MODE: tl.constexpr):
-    """Element offsets of the raw rows of positions p: kv_score rows (p >= prefix) and state rows
-    (ring slot p % W of row srow, or slot p % RATIO of the block's page)."""
+def _segment(seg_ptr, s):
+    """A segment record of the plan (harness/plans.py SEGMENT_FIELDS): request, block, output row or -1,
+    last of its request, prefix, end, kv_score row of `prefix`, state row or page of block g, page of
+    block g - 1."""
+    r = seg_ptr + s * 12
+    return (tl.load(r), tl.load(r + 1), tl.load(r + 2), tl.load(r + 3), tl.load(r + 4), tl.load(r + 5),
+            tl.load(r + 6).to(tl.int64), tl.load(r + 7).to(tl.int64), tl.load(r + 8).to(tl.int64))
+
+
+@triton.jit
+def _rows(p, g, prefix, start, state, state_prev, E, RATIO: tl.constexpr, MODE: tl.constexpr):
+    """Element offsets of the raw rows of positions p (in block g or g - 1): kv_score rows
+    (p >= prefix) and state rows (ring slot p % W of row `state`, or slot p % RATIO of the page of
+    the position's block)."""
     new_row = (start + (p - prefix)).to(tl.int64) * E
     if MODE == 1:
-        page = tl.load(table_ptr + b.to(tl.int64) * table_stride + p // RATIO, mask=(p >= 0) & (p < prefix), other=0)
-        old_row = (page.to(tl.int64) * RATIO + p % RATIO) * E
+        page = tl.where(p // RATIO == g, state, state_prev)
+        old_row = (page * RATIO + p % RATIO) * E
     else:
         W: tl.constexpr = 8 if RATIO == 4 else 128
-        old_row = (srow * W + p % W) * E
+        old_row = (state * W + p % W) * E
     return new_row, old_row
 
 
 @triton.jit
-def _kept(p, end, b, srow, table_ptr, table_stride, E, RATIO: tl.constexpr, MODE: tl.constexpr):
-    """(keep, state offset) of new positions p: paged keeps rows whose block has a page, the ring
-    the last W positions."""
+def _kept(p, end, state, E, RATIO: tl.constexpr, MODE: tl.constexpr):
+    """(keep, state offset) of new positions p of block g: paged keeps rows whose block has a page
+    (`state`), the ring the last W positions."""
     if MODE == 1:
-        page = tl.load(table_ptr + b.to(tl.int64) * table_stride + p // RATIO)
-        return page >= 0, (page.to(tl.int64) * RATIO + p % RATIO) * E
+        return p * 0 + state >= 0, (state * RATIO + p % RATIO) * E  # (a vector compare: the interpreter
+        # turns a scalar bool & a vector bool into ints)
     else:
         W: tl.constexpr = 8 if RATIO == 4 else 128
-        return p >= end - W, (srow * W + p % W) * E
+        return p >= end - W, (state * W + p % W) * E
 
 
 # Memory layout: kv_score [T, 4d] = [kv_ov | kv_cur | sc_ov | sc_cur]; ring state [S, 8, 4d]; paged
 # state [P, 4, 4d]; ape [4, 2d]; out [N, d]. Terms 0..3: overlap half of positions 4g-4..4g-1;
 # terms 4..7: current half of positions 4g..4g+3.
 @triton.jit
-def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_req_ptr, seg_block_ptr, seg_out_ptr, prefix_ptr, extend_ptr,
-               kv_start_ptr, rows_ptr, table_ptr, table_stride, d, POOL: tl.constexpr, STORE: tl.constexpr,
+def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_ptr, d, POOL: tl.constexpr, STORE: tl.constexpr,
                MODE: tl.constexpr, BLOCK_D: tl.constexpr):
-    s = tl.program_id(0)
-    b = tl.load(seg_req_ptr + s)
-    g = tl.load(seg_block_ptr + s)
-    o = tl.load(seg_out_ptr + s)
-    prefix = tl.load(prefix_ptr + b)
-    end = prefix + tl.load(extend_ptr + b)
-    start = tl.load(kv_start_ptr + b).to(tl.int64)
-    srow = tl.load(rows_ptr + b).to(tl.int64)
+    b, g, o, last, prefix, end, start, state, state_prev = _segment(seg_ptr, tl.program_id(0))
     E = 4 * d
     c = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     cmask = c < d
@@ -70,7 +73,7 @@ def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_req_ptr, seg_block_ptr, 
             valid = p >= 0
             new = p >= prefix
             old = valid & (p < prefix)
-            new_row, old_row = _rows(p, prefix, start, b, srow, table_ptr, table_stride, E, 4, MODE)
+            new_row, old_row = _rows(p, g, prefix, start, state, state_prev, E, 4, MODE)
             m_new = new[:, None] & cmask[None, :]
             m_old = old[:, None] & cmask[None, :]
             val_col = (half * d)[:, None] + c[None, :]
@@ -88,7 +91,7 @@ def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_req_ptr, seg_block_ptr, 
             tl.store(out_ptr + o.to(tl.int64) * d + c, pooled, mask=cmask)
     if STORE:
         p = 4 * g + tl.arange(0, 4)
-        keep, dst = _kept(p, end, b, srow, table_ptr, table_stride, E, 4, MODE)
+        keep, dst = _kept(p, end, state, E, 4, MODE)
         keep = keep & (p >= prefix) & (p < end)
         src = (start + (p - prefix)).to(tl.int64) * E
         m2 = keep[:, None] & cmask[None, :]
@@ -103,18 +106,9 @@ def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_req_ptr, seg_block_ptr, 
 # completes the block (from the state before the prefix); online pools the new ones and merges them
 # with the running state when the block began earlier.
 @triton.jit
-def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_ptr, seg_block_ptr, seg_out_ptr,
-                 seg_last_ptr, prefix_ptr, extend_ptr, kv_start_ptr, rows_ptr, table_ptr, table_stride, d,
-                 POOL: tl.constexpr, STORE: tl.constexpr, MODE: tl.constexpr, SCRATCH: tl.constexpr,
-                 BLOCK_D: tl.constexpr):
-    s = tl.program_id(0)
-    b = tl.load(seg_req_ptr + s)
-    g = tl.load(seg_block_ptr + s)
-    o = tl.load(seg_out_ptr + s)
-    prefix = tl.load(prefix_ptr + b)
-    end = prefix + tl.load(extend_ptr + b)
-    start = tl.load(kv_start_ptr + b).to(tl.int64)
-    srow = tl.load(rows_ptr + b).to(tl.int64)
+def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_ptr, d, POOL: tl.constexpr,
+                 STORE: tl.constexpr, MODE: tl.constexpr, SCRATCH: tl.constexpr, BLOCK_D: tl.constexpr):
+    b, g, o, last, prefix, end, start, state, state_prev = _segment(seg_ptr, tl.program_id(0))
     E = 2 * d
     c = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     cmask = c < d
@@ -126,7 +120,7 @@ def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_ptr
         read_old = p < tl.where(o >= 0, prefix, 0)  # (one comparison: the interpreter keeps it boolean)
     else:
         read_old = p < 0
-    new_row, old_row = _rows(p, prefix, start, b, srow, table_ptr, table_stride, E, 128, MODE)
+    new_row, old_row = _rows(p, g, prefix, start, state, state_prev, E, 128, MODE)
     m_new = read_new[:, None] & cmask[None, :]
     m_old = read_old[:, None] & cmask[None, :]
     y = tl.load(kv_ptr + new_row[:, None] + c[None, :], mask=m_new, other=0.0)
@@ -135,20 +129,21 @@ def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_ptr
         y += tl.load(state_ptr + old_row[:, None] + c[None, :], mask=m_old, other=0.0)
         x += tl.load(state_ptr + old_row[:, None] + d + c[None, :], mask=m_old, other=0.0)
         if STORE:
-            keep, dst = _kept(p, end, b, srow, table_ptr, table_stride, E, 128, MODE)
+            keep, dst = _kept(p, end, state, E, 128, MODE)
             m2 = (keep & fresh)[:, None] & cmask[None, :]
             tl.store(state_ptr + dst[:, None] + c[None, :], y, mask=m2)
             tl.store(state_ptr + dst[:, None] + d + c[None, :], x, mask=m2)
     if POOL:  # (a block the call leaves open pools to nothing in ring / paged mode: not stored)
         live = read_new | read_old
-        x = tl.where(live[:, None], x + tl.load(ape_ptr + i[:, None] * d + c[None, :], mask=cmask[None, :],
-                                                other=0.0), float("-inf"))
+        m_live = live[:, None] & cmask[None, :]  # (decode: one row; the ape tile only where it is used)
+        x = tl.where(live[:, None], x + tl.load(ape_ptr + i[:, None] * d + c[None, :], mask=m_live, other=0.0),
+                     float("-inf"))
         m = tl.max(x, axis=0)
         w = tl.exp(x - m[None, :])
         total = tl.sum(w, axis=0)
         v = tl.sum(w * y, axis=0) / total
         if MODE == 2:
-            srow3 = srow * 3 * d
+            srow3 = state * 3 * d
             if prefix > 128 * g:  # the block began in an earlier call: merge with the running state
                 m0 = tl.load(state_ptr + srow3 + c, mask=cmask, other=0.0)
                 s0 = tl.load(state_ptr + srow3 + d + c, mask=cmask, other=1.0)
@@ -157,7 +152,7 @@ def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_ptr
                 a0 = s0 * tl.exp(m0 - mm)
                 a1 = total * tl.exp(m - mm)
                 m, total, v = mm, a0 + a1, (v0 * a0 + v * a1) / (a0 + a1)
-            if tl.load(seg_last_ptr + s) != 0:
+            if last != 0:
                 if SCRATCH:
                     dst3 = new_state_ptr + b.to(tl.int64) * 3 * d
                 else:
@@ -167,6 +162,17 @@ def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_req_ptr
                 tl.store(dst3 + 2 * d + c, v, mask=cmask)
         if o >= 0:
             tl.store(out_ptr + o.to(tl.int64) * d + c, v, mask=cmask)
+
+
+# Online mode after _c128_kernel wrote to scratch: each request's last segment's new running state
+# goes to the request's state row.
+@triton.jit
+def _commit_kernel(state_ptr, new_state_ptr, seg_ptr, d, BLOCK: tl.constexpr):
+    b, g, o, last, prefix, end, start, state, state_prev = _segment(seg_ptr, tl.program_id(0))
+    if last != 0:
+        i = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(new_state_ptr + b.to(tl.int64) * 3 * d + i, mask=i < 3 * d)
+        tl.store(state_ptr + state * 3 * d + i, x, mask=i < 3 * d)
 
 
 def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
@@ -180,25 +186,20 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     out = torch.empty((plan["n_out"], d), dtype=torch.float32, device=device)
     if plan["n_seg"] == 0:
         return out
-    t = plan["tensors"]
+    segments = plan["segments"]
     block_d = min(64, triton.next_power_of_2(d))
     grid = (plan["n_seg"], triton.cdiv(d, block_d))
-    rows = state_rows if state_rows is not None else t["prefix"]  # valid pointers where a mode has none
-    table = page_table if page_table is not None else t["prefix"]
-    stride = page_table.stride(0) if page_table is not None else 0
-    segs = (t["seg_req"], t["seg_block"], t["seg_out"])
-    lens = (t["prefix"], t["extend"], t["kv_start"], rows, table, stride, d)
+    # ring slots read and overwritten by different programs: every read (pool launch) before any write
     passes = ((True, False), (False, True)) if plan["ring_conflict"] else ((True, True),)
     if layout.ratio == 4:
         for pool, store in passes:
-            _c4_kernel[grid](kv_score, state, ape, out, *segs, *lens, POOL=pool, STORE=store, MODE=MODE_ID[mode],
+            _c4_kernel[grid](kv_score, state, ape, out, segments, d, POOL=pool, STORE=store, MODE=MODE_ID[mode],
                              BLOCK_D=block_d)
         return out
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else out
     for pool, store in passes:
-        _c128_kernel[grid](kv_score, state, scratch, ape, out, *segs, t["seg_last"], *lens, POOL=pool, STORE=store,
+        _c128_kernel[grid](kv_score, state, scratch, ape, out, segments, d, POOL=pool, STORE=store,
                            MODE=MODE_ID[mode], SCRATCH=plan["online_split"], BLOCK_D=block_d)
-    if plan["online_split"]:  # requests with new positions take their new running state
-        rows_long = state_rows.long()
-        state.index_copy_(0, rows_long, torch.where((t["extend"] > 0)[:, None, None], scratch, state[rows_long]))
+    if plan["online_split"]:
+        _commit_kernel[(plan["n_seg"], triton.cdiv(3 * d, 256))](state, scratch, segments, d, BLOCK=256)
     return out
