@@ -82,6 +82,34 @@ def page_written_by_two(a, kw, dev):  # request 1's block 0 points at a page req
     kw["page_table"][1, 0] = kw["page_table"][0, 2]
 
 
+def at_size(where, index, of, dim=0):
+    """One element set to exactly the size of another argument's dimension: the first index past it
+    (a bound checked with > instead of >= lets it through)."""
+    def mutate(a, kw, dev):
+        size = (a[of] if isinstance(of, int) else kw[of]).shape[dim]
+        (a[where] if isinstance(where, int) else kw[where])[index] = size
+    return mutate
+
+
+def wider_d(t, dev):  # every row twice as wide: 4*(2d) or 2*(2d), a valid width for another d
+    return torch.cat([t, t], 1)
+
+
+def blames(op, message, argument):
+    """Does the message name `argument` before any other argument of the op? (A message that names
+    several must put the one at fault first, as the contract's "argument: ..." does.)"""
+    import inspect
+    import re
+
+    import references
+    positions = {}
+    for name in inspect.signature(getattr(references, op)).parameters:
+        hit = re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", message)
+        if hit:
+            positions[name] = hit.start()
+    return argument in positions and min(positions, key=positions.get) == argument
+
+
 _ = slice(None)
 B = BadInput
 BAD_INPUTS = [
@@ -91,9 +119,14 @@ BAD_INPUTS = [
     B("compress", "kv_score", "rows != sum(extend_lens)", "ring", arg(0, sliced(slice(0, -1)))),
     B("compress", "kv_score", "not contiguous", "ring", arg(0, lambda t, dev: t.t())),
     B("compress", "kv_score", "not a tensor", "ring", arg(0, value("kv"))),
+    B("compress", "kv_score", "width 4*(2d): another d than ape and state", "ring", arg(0, wider_d)),
+    B("compress", "kv_score", "width 2*(2d) at ratio 128: another d than ape and state", "online", arg(0, wider_d)),
     B("compress", "ape", "wrong shape", "ring", arg(1, sliced(_, slice(0, -1)))),
     B("compress", "ape", "float16", "ring", arg(1, cast(torch.float16))),
     B("compress", "ape", "on another device", "ring", arg(1, elsewhere)),
+    B("compress", "ape", "[4, 4d]: another d than kv_score and state", "ring", arg(1, wider_d)),
+    B("compress", "state", "rows of 4*(2d): another d than kv_score and ape", "ring",
+      arg(2, lambda t, dev: torch.cat([t, t], 2))),
     B("compress", "state", "ring of 4 slots for ratio 4", "ring", arg(2, sliced(_, slice(0, 4)))),
     B("compress", "state", "float64", "ring", arg(2, cast(torch.float64))),
     B("compress", "state", "paged pages of 8 rows for ratio 4", "paged",
@@ -103,6 +136,7 @@ BAD_INPUTS = [
     B("compress", "ratio", "ratio 8", "ring", kwarg("ratio", value(8))),
     B("compress", "ratio", "ratio 4.0 (float)", "ring", kwarg("ratio", value(4.0))),
     B("compress", "prefix_lens", "negative", "ring", kwarg("prefix_lens", i32(-1, 0))),
+    B("compress", "extend_lens", "-1", "ring", kwarg("extend_lens", i32(8, -1))),
     B("compress", "prefix_lens", "int64", "ring", kwarg("prefix_lens", cast(torch.int64))),
     B("compress", "prefix_lens", "on another device", "ring", kwarg("prefix_lens", elsewhere)),
     B("compress", "extend_lens", "3 entries for 2 requests", "ring", kwarg("extend_lens", i32(7, 4, 0))),
@@ -120,6 +154,8 @@ BAD_INPUTS = [
     B("compress", "page_table", "missing in paged mode", "paged", kwarg("page_table", value(None))),
     B("compress", "state_rows", "given in paged mode", "paged", kwarg("state_rows", i32(0, 1))),
     B("compress", "page_table", "page past the pool", "paged", item("page_table", (0, 0), 99)),
+    B("compress", "page_table", "page = pool size", "paged", at_size("page_table", (0, 1), 2)),
+    B("compress", "state_rows", "row = online state rows", "online", at_size("state_rows", 0, 2)),
     B("compress", "page_table", "-1 on a page the call must read", "paged", item("page_table", (0, 1), -1)),
     B("compress", "page_table", "page -2", "paged", item("page_table", (1, 0), -2)),
     B("compress", "page_table", "too few columns", "paged", kwarg("page_table", sliced(_, slice(0, 1)))),
@@ -139,6 +175,8 @@ BAD_INPUTS = [
     B("indexer_logits", "context_lens", "past max_context_len", "indexer", arg(3, i32(129, 3))),
     B("indexer_logits", "context_lens", "negative", "indexer", arg(3, i32(-1, 3))),
     B("indexer_logits", "block_table", "block past the cache", "indexer", item(4, (0, 1), 99)),
+    B("indexer_logits", "block_table", "block = cache blocks", "indexer", at_size(4, (1, 0), 2)),
+    B("indexer_logits", "block_table", "-2 on a needed block", "indexer", item(4, (1, 0), -2)),
     B("indexer_logits", "block_table", "-1 on a needed block", "indexer", item(4, (0, 0), -1)),
     B("indexer_logits", "block_table", "too few columns", "indexer", arg(4, sliced(_, slice(0, 1)))),
     B("indexer_logits", "block_table", "1 row for 2 requests", "indexer", arg(4, sliced(slice(0, 1)))),
@@ -148,16 +186,22 @@ BAD_INPUTS = [
     B("topk_indices", "logits", "float64", "topk", arg(0, cast(torch.float64))),
     B("topk_indices", "logits", "1-D", "topk", arg(0, lambda t, dev: t[0])),
     B("topk_indices", "logits", "NaN inside seq_len", "topk", item(0, (0, 3), float("nan"))),
+    B("topk_indices", "logits", "NaN at the last column inside seq_len", "topk", item(0, (0, 29), float("nan"))),
     B("topk_indices", "seq_lens", "past the columns", "topk", arg(1, i32(41, 5))),
     B("topk_indices", "seq_lens", "negative", "topk", arg(1, i32(-3, 5))),
+    B("topk_indices", "seq_lens", "-1", "topk", arg(1, i32(30, -1))),
     B("topk_indices", "seq_lens", "1 entry for 2 rows", "topk", arg(1, i32(30))),
     B("topk_indices", "seq_lens", "on another device", "topk", arg(1, elsewhere)),
     B("topk_indices", "page_table", "-1 on a needed page", "topk", item(2, (0, 1), -1)),
+    B("topk_indices", "page_table", "page * page_size past int32", "topk", item(2, (0, 0), (2**31 - 1) // 16)),
+    B("topk_indices", "page_table", "-2 on a needed page", "topk", item(2, (1, 0), -2)),
     B("topk_indices", "page_table", "too few columns", "topk", arg(2, sliced(_, slice(0, 1)))),
     B("topk_indices", "page_table", "int64", "topk", arg(2, cast(torch.int64))),
     B("topk_indices", "k", "k = 0", "topk", kwarg("k", value(0))),
     B("topk_indices", "k", "k as a string", "topk", kwarg("k", value("512"))),
     B("topk_indices", "page_size", "page_size = 0", "topk", kwarg("page_size", value(0))),
+    B("topk_indices", "page_size", "page_size = -16", "topk", kwarg("page_size", value(-16))),
+    B("topk_indices", "k", "k = -512", "topk", kwarg("k", value(-512))),
 
     B("sparse_attention", "q", "float32", "attention", arg(0, cast(torch.float32))),
     B("sparse_attention", "q", "head dim 256", "attention", arg(0, sliced(_, _, slice(0, 256)))),
@@ -167,14 +211,19 @@ BAD_INPUTS = [
     B("sparse_attention", "kv", "on another device", "attention", arg(1, elsewhere)),
     B("sparse_attention", "indices", "index past kv", "attention", item(2, (1, 3), 10**6)),
     B("sparse_attention", "indices", "index -2", "attention", item(2, (0, 0), -2)),
+    B("sparse_attention", "indices", "index = kv rows", "attention", at_size(2, (1, 7), 1)),
+    B("sparse_attention", "indices", "index = kv rows in the last column", "attention", at_size(2, (0, -1), 1)),
     B("sparse_attention", "indices", "1 row for 2 query rows", "attention", arg(2, sliced(slice(0, 1)))),
     B("sparse_attention", "indices", "int64", "attention", arg(2, cast(torch.int64))),
     B("sparse_attention", "sm_scale", "0", "attention", kwarg("sm_scale", value(0.0))),
     B("sparse_attention", "sm_scale", "NaN", "attention", kwarg("sm_scale", value(float("nan")))),
+    B("sparse_attention", "sm_scale", "inf", "attention", kwarg("sm_scale", value(float("inf")))),
+    B("sparse_attention", "sm_scale", "negative", "attention", kwarg("sm_scale", value(-0.04))),
     B("sparse_attention", "sm_scale", "a tensor", "attention", kwarg("sm_scale", value(torch.tensor(0.1)))),
     B("sparse_attention", "attn_sink", "8 entries for 16 heads", "attention",
       kwarg("attn_sink", lambda t, dev: torch.zeros(8, device=dev))),
     B("sparse_attention", "attn_sink", "float64", "attention", kwarg("attn_sink", cast(torch.float64))),
+    B("sparse_attention", "attn_sink", "on another device", "attention", kwarg("attn_sink", elsewhere)),
 ]
 
 

@@ -89,8 +89,49 @@ def _compress_cases():
                     prefix=[300, 129], steps=[[100, 127]], release=True, spare=3))
     cases.append(_c("compress", "c128-paged-prefill-released", "c128-paged-pages", 27, ratio=128, d=32, mode="paged",
                     prefix=[0], steps=[[3 * 128 + 5]], release=True, spare=2))
+    # requests with and without new tokens interleaved in every order (0 first, last, adjacent, alone),
+    # the two steps complementary; prefixes that are multiples of nothing
+    gaps = [[0, 7, 0, 0, 6, 13, 0], [5, 0, 9, 1, 0, 0, 3]]
+    gaps128 = [[0, 200, 0, 0, 129, 1, 0], [3, 0, 127, 2, 0, 0, 130]]
+    for mode in ("ring", "paged"):
+        cases.append(_c("compress", f"c4-{mode}-interleaved-empty", "c4-mixed", 40, ratio=4, d=32, mode=mode,
+                        prefix=[5, 2, 9, 0, 14, 7, 1001], steps=gaps))
+    for mode in ("ring", "paged", "online"):
+        cases.append(_c("compress", f"c128-{mode}-interleaved-empty", "c128-mixed", 41, ratio=128, d=16, mode=mode,
+                        prefix=[130, 5, 255, 0, 389, 127, 1001], steps=gaps128))
+    # chained calls with large scores: the running max must carry across calls
+    cases.append(_c("compress", "c128-online-large-scores-chain", "c128-stability", 42, ratio=128, d=32,
+                    mode="online", prefix=[60, 0, 131], steps=[[100, 140, 1], [30, 1, 0], [200, 0, 126]],
+                    score_scale=300.0))
+    cases.append(_c("compress", "c4-paged-large-scores-chain", "c4-stability", 43, ratio=4, d=32, mode="paged",
+                    prefix=[3, 0], steps=[[9, 2], [1, 5], [6, 0]], score_scale=300.0))
+    # state rows from the last row down (not in order, not starting at 0)
+    cases.append(_c("compress", "c4-ring-rows-descending", "c4-mixed", 44, ratio=4, d=32, mode="ring",
+                    prefix=[3, 10, 0], steps=[[6, 1, 4]], rows_order="descending", spare=3))
+    cases.append(_c("compress", "c128-online-rows-descending", "c128-mixed", 45, ratio=128, d=32, mode="online",
+                    prefix=[70, 0, 300], steps=[[100, 5, 1]], rows_order="descending", spare=3))
+    # the widths of V4 (512 main KV, 128 indexer keys: more than one channel tile), and widths that are
+    # not powers of two (a last partial tile)
+    cases += [
+        _c("compress", "c4-ring-d128", "c4-width", 46, ratio=4, d=128, mode="ring", prefix=[0, 6, 13],
+           steps=[[9, 0, 7], [3, 2, 0]]),
+        _c("compress", "c4-paged-d512", "c4-width", 47, ratio=4, d=512, mode="paged", prefix=[3, 0],
+           steps=[[6, 9], [5, 0]]),
+        _c("compress", "c128-online-d512", "c128-width", 48, ratio=128, d=512, mode="online", prefix=[100, 0],
+           steps=[[30, 129], [2, 0]]),
+        _c("compress", "c128-ring-d128", "c128-width", 49, ratio=128, d=128, mode="ring", prefix=[120, 0],
+           steps=[[10, 128]]),
+        _c("compress", "c128-paged-d512", "c128-width", 50, ratio=128, d=512, mode="paged", prefix=[127],
+           steps=[[1]]),
+        _c("compress", "c4-paged-d40", "c4-width", 51, ratio=4, d=40, mode="paged", prefix=[2, 9],
+           steps=[[11, 3]]),
+        _c("compress", "c128-online-d72", "c128-width", 52, ratio=128, d=72, mode="online", prefix=[126],
+           steps=[[3]]),
+        _c("compress", "c4-ring-d1", "c4-width", 53, ratio=4, d=1, mode="ring", prefix=[1, 0], steps=[[9, 4]]),
+    ]
     # full: the edge cases again at V4's main KV width (the only width some peers' kernels are built for)
-    cases += [replace(c, name=f"{c.name}-d512", tier="full", params={**c.params, "d": 512}) for c in cases]
+    cases += [replace(c, name=f"{c.name}-d512", tier="full", params={**c.params, "d": 512}) for c in cases
+              if c.params["d"] in (16, 32)]
     # full: the real head dims (512 main KV, 128 indexer keys) and larger batches
     for d in (512, 128):
         for ratio, modes in ((4, ("ring", "paged")), (128, ("ring", "paged", "online"))):
@@ -121,6 +162,13 @@ def _indexer_cases():
            heads=64, max_context_len=320),
         _c("indexer_logits", "large-keys", "magnitude", 6, context_lens=[200, 70], heads=64, max_context_len=256,
            key_scale=1e4),
+        # past one 2048-entry chunk (where kernels split a context), at the chunk edges
+        _c("indexer_logits", "past-2048-h64", "long", 9, context_lens=[2049, 0, 4100, 2048, 1], heads=64,
+           max_context_len=4160),
+        _c("indexer_logits", "past-2048-h32", "long", 10, context_lens=[2047, 3001], heads=32, max_context_len=3001),
+        # max_context_len far past every context (engines pass the model's), table as wide
+        _c("indexer_logits", "max-len-far-past", "padding", 11, context_lens=[5, 70, 0], heads=64,
+           max_context_len=1000),
         _c("indexer_logits", "long-context-h64", "long", 7, "full", context_lens=[16384, 4000, 9999, 65],
            heads=64, max_context_len=16384),
         _c("indexer_logits", "long-context-h32", "long", 8, "full", context_lens=[65536, 777], heads=32,
@@ -149,6 +197,19 @@ def _topk_cases():
         _c("topk_indices", "neg-inf-inside-seq-len", "tail", 12, seq_lens=[600, 3000], columns=3000, k=512,
            neg_inf_inside=200),
         _c("topk_indices", "page-size-16", "pages", 11, seq_lens=[1000, 600], columns=1024, k=512, page_size=16),
+        # page sizes other than 64 on short and long rows
+        _c("topk_indices", "page-size-1", "pages", 13, seq_lens=[300, 700, 0], columns=700, k=512, page_size=1),
+        _c("topk_indices", "page-size-16-short", "pages", 14, seq_lens=[200, 512, 17], columns=600, k=512,
+           page_size=16),
+        _c("topk_indices", "page-size-32", "pages", 15, seq_lens=[511, 2000, 33], columns=2000, k=512, page_size=32),
+        _c("topk_indices", "page-size-128-k1024", "pages", 16, seq_lens=[100, 1500, 1024], columns=1600, k=1024,
+           page_size=128),
+        _c("topk_indices", "page-size-256-k2048", "pages", 17, seq_lens=[2048, 2049, 3000, 255], columns=3000,
+           k=2048, page_size=256),
+        # rows past 65536 columns (16-bit column indices overflow there)
+        _c("topk_indices", "past-65536-k2048", "long", 18, seq_lens=[70001, 5], columns=70001, k=2048,
+           page_size=32),
+        _c("topk_indices", "past-65536-k512", "long", 19, seq_lens=[65537], columns=65537, k=512),
         _c("topk_indices", "batch-64-16k", "long", 20, "full", seq_lens=[16384] * 48 + [513 + 300 * i for i in range(16)],
            columns=16384, k=512),
         _c("topk_indices", "262144-k2048", "long", 21, "full", seq_lens=[262144, 100000], columns=262144, k=2048),
@@ -179,6 +240,17 @@ def _attention_cases():
            sm_scale=0.3),
         _c("sparse_attention", "sm-scale-0.01-hca", "scale", 12, positions=[3000], heads=32, ratio=128, topk=32,
            sm_scale=0.01),
+        # head counts between the V4 ones (any multiple of 16 up to 128)
+        _c("sparse_attention", "csa-decode-h80", "heads", 13, positions=[300, 4000], heads=80, ratio=4, topk=64),
+        _c("sparse_attention", "csa-decode-h96", "heads", 14, positions=[77], heads=96, ratio=4, topk=32),
+        _c("sparse_attention", "hca-decode-h112", "heads", 15, positions=[2500, 9], heads=112, ratio=128, topk=24),
+        # K past 512 (where kernels split the index list), V4's 128 + 512 and 128 + 1024
+        _c("sparse_attention", "csa-k640-h64", "long", 16, positions=[9000, 3000], heads=64, ratio=4, topk=512),
+        _c("sparse_attention", "csa-k1152-h128", "long", 17, positions=[20000], heads=128, ratio=4, topk=1024),
+        _c("sparse_attention", "hca-k700-h16", "long", 18, positions=[70000, 100], heads=16, ratio=128, topk=572),
+        # the pool's first and last rows named (no free rows around the index set)
+        _c("sparse_attention", "pool-edges", "sizes", 19, positions=[129, 40], heads=16, ratio=4, topk=16,
+           pool_pad=(0, 0)),
         _c("sparse_attention", "k1", "sizes", 9, random=(1, 10, 0.0), heads=16),
         _c("sparse_attention", "k-odd-sparse", "sizes", 10, random=(77, 500, 0.5), heads=48),
         _c("sparse_attention", "v4-flash-decode", "csa", 20, "full", positions=[4096 + 997 * i for i in range(64)],
@@ -287,10 +359,12 @@ def select(ops=None, tier="quick", names=None):
 
 
 def find(op, name):
-    """A catalogue case or a fuzz case (`fuzz-<op>-<seed>`) by name."""
-    prefix = f"fuzz-{op}-"
-    if name.startswith(prefix):
-        return fuzz_case(op, int(name[len(prefix):]))
+    """A catalogue case or a fuzz case (`fuzz-<op>-<seed>`, shrunk: `fuzz-<op>-<seed>~i.j`) by name."""
+    if name.startswith(f"fuzz-{op}-"):
+        try:
+            return _find_fuzz(op, name)
+        except (ValueError, IndexError):
+            raise KeyError(f"no {op} case named {name!r} (fuzz-<op>-<seed>, shrunk ~i.j...)") from None
     for case in TESTS + [c for cases in BENCH.values() for c in cases]:
         if case.op == op and case.name == name:
             return case
@@ -298,50 +372,210 @@ def find(op, name):
 
 
 # ---------------------------------------------------------------------------------------------
-# fuzzing: a case drawn from the same spaces; the seed fixes both the shape and the data
+# fuzzing: every parameter drawn from its whole admitted range (CPU-affordable sizes), edge values
+# weighted up; the seed fixes both the shape and the data. A failing fuzz case shrinks (shrink_steps):
+# a shrunk case is named fuzz-<op>-<seed>~i.j.k, the original's candidates i, then j, then k, so its
+# name alone rebuilds it.
+
+
+def _edge(rng, edges, lo, hi, p_edge=0.6):
+    """An edge value (a random one of `edges` within [lo, hi]) with probability p_edge, else uniform
+    in [lo, hi]."""
+    inside = [e for e in edges if lo <= e <= hi]
+    if inside and rng.random() < p_edge:
+        return rng.choice(inside)
+    return rng.randint(lo, hi)
+
+
+def _fuzz_compress(rng):
+    ratio = rng.choice(contract.RATIOS)
+    r = ratio
+    mode = rng.choice(contract.MODES if ratio == 128 else ("ring", "paged"))
+    d = 512 if rng.random() < 0.08 else _edge(rng, [1, 2, 3, 8, 16, 32, 33, 64, 128], 1, 160)  # 512: V4's width
+    big = d >= 128
+    batch = _edge(rng, [1, 2, 7], 1, 8)
+    span = 600 if big else 3000
+    prefix = [_edge(rng, [0, 0, 1, 3, r - 1, r, r + 1, 2 * r - 1, 2 * r + 5, 8 * r + 3], 0, span // 2)
+              for _ in range(batch)]
+    steps = [[_edge(rng, [0, 0, 1, 1, 3, r - 1, r, r + 1, 2 * r + 3], 0, 3 * r + 5) for _ in range(batch)]
+             for _ in range(_edge(rng, [1, 2], 1, 5))]
+    params = dict(ratio=ratio, d=d, mode=mode, prefix=prefix, steps=steps,
+                  score_scale=rng.choice([1.0, 1.0, 1.0, 30.0, 300.0, 3000.0]), spare=rng.randint(0, 4))
+    if mode == "paged" and len(steps) == 1 and rng.random() < 0.5:
+        params["release"] = True
+    if mode != "paged" and rng.random() < 0.3:
+        params["rows_order"] = "descending"
+    return params
+
+
+def _fuzz_indexer(rng):
+    lens = [_edge(rng, [0, 1, 63, 64, 65, 127, 2047, 2048, 2049, 4095, 4097], 0, 5000, 0.7)
+            for _ in range(_edge(rng, [1, 2], 1, 6))]
+    return dict(context_lens=lens, heads=rng.choice([32, 64]),
+                max_context_len=max(lens, default=0) + _edge(rng, [0, 0, 1, 63, 64], 0, 1200),
+                key_scale=rng.choice([1.0, 1.0, 1.0, 1e-3, 1e4]))
+
+
+def _fuzz_topk(rng):
+    k = rng.choice(contract.TOPK_SUPPORTED_K)
+    long_row = rng.random() < 0.1  # a row past 65536 columns (slow in an interpreter: rarely)
+    lens = [_edge(rng, [0, 1, k - 1, k, k + 1, 2 * k, 2 * k + 1, 4096], 0, 4 * k, 0.7)
+            for _ in range(_edge(rng, [1, 2], 1, 4))]
+    if long_row:
+        lens[0] = _edge(rng, [65535, 65536, 65537], 65535, 70000)
+    params = dict(seq_lens=lens, columns=max(lens) + _edge(rng, [0, 0, 1, 64], 0, 300), k=k,
+                  page_size=_edge(rng, [1, 2, 16, 32, 64, 64, 128, 256], 1, 300, 0.85),
+                  distinct=rng.choice([None, None, None, 1, 2, 7, 40]),
+                  tail=rng.choice(["garbage", "garbage", float("inf"), float("-inf"), float("nan")]))
+    if rng.random() < 0.2:
+        params["neg_inf_inside"] = rng.randint(1, max(1, min(lens) or 1))
+    return params
+
+
+def _fuzz_attention(rng):
+    heads = 16 * rng.randint(1, 8)
+    params = dict(heads=heads, sink=rng.random() < 0.8, pool_pad=rng.choice([(0, 0), (1, 2), (5, 0), (0, 3)]))
+    if rng.random() < 0.3:
+        k = _edge(rng, [1, 2, 63, 64, 65, 511, 512, 513, 640, 1152], 1, 1500)
+        params["random"] = (k, _edge(rng, [1, 2, k], 1, 3000), rng.choice([0.0, 0.1, 0.5, 0.9, 1.0]))
+        params["positions"] = [0] * _edge(rng, [1], 1, 4)
+    else:
+        ratio = rng.choice([4, 128])
+        positions = [_edge(rng, [0, 1, 126, 127, 128, 511, 4095, 65535], 0, 300000) for _ in range(_edge(rng, [1], 1, 4))]
+        if ratio == 4:
+            topk = _edge(rng, [1, 16, 64, 512, 1024], 1, 1100)
+        else:
+            positions = [min(p, 128 * 1100) for p in positions]
+            topk = max((p + 1) // 128 for p in positions) + _edge(rng, [0, 1], 0, 40)
+        params.update(positions=positions, ratio=ratio, topk=topk)
+    params.update(q_scale=rng.choice([1.0, 1.0, 20.0, 100.0]),
+                  sm_scale=rng.choice([contract.ATTN_DIM ** -0.5, contract.ATTN_DIM ** -0.5, rng.uniform(0.01, 0.5)]),
+                  empty_rows=[0] if rng.random() < 0.2 else [], duplicates=rng.random() < 0.2)
+    return params
+
+
+_FUZZERS = {"compress": _fuzz_compress, "indexer_logits": _fuzz_indexer, "topk_indices": _fuzz_topk,
+            "sparse_attention": _fuzz_attention}
 
 
 def fuzz_case(op, seed):
-    rng = random.Random(seed)
-    name = f"fuzz-{op}-{seed}"
-    if op == "compress":
-        ratio = rng.choice(contract.RATIOS)
-        mode = rng.choice(contract.MODES if ratio == 128 else ("ring", "paged"))
-        batch = rng.randint(1, 4)
-        prefix = [rng.choice([0, rng.randint(0, 3 * ratio)]) for _ in range(batch)]
-        steps = [[rng.choice([0, 1, rng.randint(0, 2 * ratio + 3)]) for _ in range(batch)]
-                 for _ in range(rng.randint(1, 3))]
-        return _c(op, name, "fuzz", seed, ratio=ratio, d=rng.choice([16, 32]), mode=mode, prefix=prefix, steps=steps,
-                  release=mode == "paged" and len(steps) == 1 and rng.random() < 0.5,
-                  score_scale=rng.choice([1.0, 1.0, 30.0]))
-    if op == "indexer_logits":
-        lens = [rng.choice([0, 1, 64, rng.randint(0, 400)]) for _ in range(rng.randint(1, 6))]
-        return _c(op, name, "fuzz", seed, context_lens=lens, heads=rng.choice([32, 64]),
-                  max_context_len=max(lens) + rng.choice([0, 1, 63]))
-    if op == "topk_indices":
-        k = rng.choice([512, 1024])
-        lens = [rng.choice([rng.randint(0, k), k, k + 1, rng.randint(k, 3 * k)]) for _ in range(rng.randint(1, 4))]
-        return _c(op, name, "fuzz", seed, seq_lens=lens, columns=max(lens) + rng.randint(0, 70), k=k,
-                  distinct=rng.choice([None, None, 1, 7]), tail=rng.choice([float("inf"), float("-inf"), float("nan")]),
-                  page_size=rng.choice([64, 64, 16]))
-    if op == "sparse_attention":
-        heads = rng.choice([16, 32, 64, 128])
-        if rng.random() < 0.3:
-            k = rng.randint(1, 300)
-            return _c(op, name, "fuzz", seed, random=(k, rng.randint(1, 600), rng.random() * 0.6), heads=heads)
-        ratio = rng.choice([4, 128])
-        positions = [rng.randint(0, 20000) for _ in range(rng.randint(1, 4))]
-        topk = rng.choice([16, 64]) if ratio == 4 else max((p + 1) // 128 for p in positions) + rng.randint(0, 5)
-        return _c(op, name, "fuzz", seed, positions=positions, heads=heads, ratio=ratio, topk=topk,
-                  sink=rng.random() < 0.8, q_scale=rng.choice([1.0, 1.0, 20.0]),
-                  sm_scale=rng.choice([contract.ATTN_DIM ** -0.5, rng.uniform(0.01, 0.5)]),
-                  empty_rows=[0] if rng.random() < 0.2 else [], duplicates=rng.random() < 0.2)
-    raise KeyError(op)
+    if op not in _FUZZERS:
+        raise KeyError(op)
+    return _c(op, f"fuzz-{op}-{seed}", "fuzz", seed, **_FUZZERS[op](random.Random(seed)))
 
 
 def fuzz(ops, count, seed):
     """`count` fuzz cases per op; case i of op o has seed seed*1000 + i (each rebuilds alone)."""
     return [fuzz_case(op, seed * 1000 + i) for op in ops for i in range(count)]
+
+
+def _halve(v, floor=0):
+    return max(floor, v // 2)
+
+
+def _shrink_params(op, p):
+    """Smaller variants of a case's params, in a fixed order (fewer requests or steps first, then
+    shorter lengths, narrower widths, plainer data). Each is valid on its own."""
+    out = []
+
+    def add(**changes):  # a change to a parameter the case does not set (or sets to the same) is no candidate
+        changes = {k: v for k, v in changes.items() if k in p or v not in (None, False, 0, [], (0, 0))}
+        q = {**p, **changes}
+        if q != p and q not in out:
+            out.append(q)
+    if op == "compress":
+        batch, r = len(p["prefix"]), p["ratio"]
+        for b in range(batch) if batch > 1 else ():
+            add(prefix=p["prefix"][:b] + p["prefix"][b + 1:], steps=[s[:b] + s[b + 1:] for s in p["steps"]])
+        for i in range(len(p["steps"])) if len(p["steps"]) > 1 else ():
+            add(steps=p["steps"][:i] + p["steps"][i + 1:], release=False)
+        for b in range(batch):
+            for v in (0, _halve(p["prefix"][b]), p["prefix"][b] - r):
+                if 0 <= v < p["prefix"][b]:
+                    add(prefix=p["prefix"][:b] + [v] + p["prefix"][b + 1:])
+            for i, step in enumerate(p["steps"]):
+                for v in (0, _halve(step[b]), step[b] - r, step[b] - 1):
+                    if 0 <= v < step[b]:
+                        add(steps=[s if j != i else s[:b] + [v] + s[b + 1:] for j, s in enumerate(p["steps"])],
+                            release=False)
+        for v in (1, 8, _halve(p["d"], 1)):
+            if v < p["d"]:
+                add(d=v)
+        add(score_scale=1.0)
+        add(release=False)
+        add(rows_order=None)
+        add(spare=0)
+    elif op == "indexer_logits":
+        lens = p["context_lens"]
+        for b in range(len(lens)) if len(lens) > 1 else ():
+            add(context_lens=lens[:b] + lens[b + 1:], max_context_len=max(lens[:b] + lens[b + 1:]))
+        for b in range(len(lens)):
+            for v in (0, _halve(lens[b]), lens[b] - 64, lens[b] - 1):
+                if 0 <= v < lens[b]:
+                    add(context_lens=lens[:b] + [v] + lens[b + 1:])
+        add(max_context_len=max(lens, default=0))
+        add(heads=32)
+        add(key_scale=1.0)
+    elif op == "topk_indices":
+        lens, k = p["seq_lens"], p["k"]
+        for b in range(len(lens)) if len(lens) > 1 else ():
+            rest = lens[:b] + lens[b + 1:]
+            add(seq_lens=rest, columns=max(rest), neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(rest)) or None)
+        for b in range(len(lens)):
+            for v in (0, k, k + 1, _halve(lens[b]), lens[b] - 1):
+                if 0 <= v < lens[b]:
+                    new = lens[:b] + [v] + lens[b + 1:]
+                    add(seq_lens=new, neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(new)) or None)
+        add(columns=max(lens))
+        for v in contract.TOPK_SUPPORTED_K:
+            if v < k:
+                add(k=v)
+        add(page_size=64)
+        add(distinct=None)
+        add(neg_inf_inside=None)
+    elif op == "sparse_attention":
+        rows = len(p["positions"])
+        for b in range(rows) if rows > 1 else ():
+            add(positions=p["positions"][:b] + p["positions"][b + 1:],
+                empty_rows=[e - (e > b) for e in p["empty_rows"] if e != b])
+        if "random" in p:
+            k, pool, invalid = p["random"]
+            for v in (1, _halve(k, 1), k - 1):
+                if 1 <= v < k:
+                    add(random=(v, pool, invalid))
+        else:
+            for b in range(rows):
+                for v in (0, _halve(p["positions"][b]), p["positions"][b] - 128):
+                    if 0 <= v < p["positions"][b]:
+                        add(positions=p["positions"][:b] + [v] + p["positions"][b + 1:])
+            if p["ratio"] == 4:
+                for v in (1, _halve(p["topk"], 1)):
+                    if v < p["topk"]:
+                        add(topk=v)
+        for v in (16, 16 * max(1, p["heads"] // 32)):
+            if v < p["heads"]:
+                add(heads=v)
+        add(empty_rows=[])
+        add(duplicates=False)
+        add(q_scale=1.0)
+        add(sink=False)
+        add(pool_pad=(0, 0))
+    return out
+
+
+def shrink_steps(case):
+    """The shrunk candidates of a fuzz case, in order; candidate i is named <name>~i (or .i)."""
+    sep = "." if "~" in case.name else "~"
+    return [replace(case, name=f"{case.name}{sep}{i}", params=q)
+            for i, q in enumerate(_shrink_params(case.op, case.params))]
+
+
+def _find_fuzz(op, name):
+    seed, _, path = name[len(f"fuzz-{op}-"):].partition("~")
+    case = fuzz_case(op, int(seed))
+    for step in path.split(".") if path else ():
+        case = shrink_steps(case)[int(step)]
+    return case
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,15 +592,18 @@ def build(case, device="cpu"):
         x = I.compress_inputs(ratio=p["ratio"], d=p["d"], prefix_lens=p["prefix"], extend_lens=totals, mode=p["mode"],
                               seed=case.seed, device=device, score_scale=p.get("score_scale", 1.0),
                               spare=p.get("spare", 2), release=p.get("release", False),
-                              trim=case.tier == "bench")
+                              trim=case.tier == "bench", rows_order=p.get("rows_order"), garbage=True,
+                              stale_columns=I.STALE_COLUMNS)
         x.extra["steps"] = p["steps"]
         return x
     if case.op == "indexer_logits":
         return I.indexer_inputs(context_lens=p["context_lens"], heads=p["heads"], seed=case.seed, device=device,
-                                max_context_len=p["max_context_len"], key_scale=p.get("key_scale", 1.0))
+                                max_context_len=p["max_context_len"], key_scale=p.get("key_scale", 1.0), garbage=True,
+                                stale_columns=I.STALE_COLUMNS)
     if case.op == "topk_indices":
         x = I.topk_inputs(seq_lens=p["seq_lens"], columns=p["columns"], k=p["k"], page_size=p.get("page_size", 64),
-                          seed=case.seed, device="cpu", distinct=p.get("distinct"), tail=p.get("tail", float("inf")))
+                          seed=case.seed, device="cpu", distinct=p.get("distinct"), tail=p.get("tail", "garbage"),
+                          stale_columns=I.STALE_COLUMNS)
         if p.get("neg_inf_inside"):  # -inf logits are still values: a row may have to select some
             for row, n in zip(x.args[0], p["seq_lens"]):
                 row[torch.randperm(n, generator=I.generator(case.seed))[:p["neg_inf_inside"]]] = float("-inf")
@@ -381,15 +618,18 @@ def build(case, device="cpu"):
             k, pool, invalid = p["random"]
             idx = I.random_indices(len(p.get("positions", [0, 0, 0])), k, pool, invalid, gen)
             x = I.attention_inputs(positions=None, heads=p["heads"], seed=case.seed, device="cpu",
-                                   sink=p.get("sink", True), indices=idx, pool_rows=pool)
+                                   sink=p.get("sink", True), indices=idx, pool_rows=pool,
+                                   pool_pad=tuple(p.get("pool_pad", (0, 0))), garbage=True)
         else:
             x = I.attention_inputs(positions=p["positions"], heads=p["heads"], ratio=p["ratio"], topk=p["topk"],
                                    seed=case.seed, device="cpu", sink=p.get("sink", True),
-                                   q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5))
+                                   q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5),
+                                   pool_pad=tuple(p.get("pool_pad", (1, 2))), garbage=True)
         idx = x.args[2]
         for row in p.get("empty_rows", []):
             idx[row] = -1
         if p.get("duplicates"):
             I.duplicate_some_indices(idx, gen)
+        I.poison_unnamed_rows(x.args[1], idx, gen)  # rows the changes above left unnamed
         return I.to_device(x, device)
     raise KeyError(case.op)

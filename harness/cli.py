@@ -403,6 +403,7 @@ def check_command(args):
         _agreement(loaded, results)
 
     _print_failures(failures)
+    _shrink_fuzz_failures(loaded, failures, device)
     knowns = [r for rs in results.values() for r in rs if r.status == "known"]
     if knowns:
         print(f"\n{len(knowns)} known disagreements (harness/known.py; they do not fail the run):")
@@ -417,6 +418,19 @@ def check_command(args):
     print(f"\n{total - len(failures) - len(skipped) - len(knowns)} passed, {len(failures)} failed"
           + (f", {len(knowns)} known" if knowns else "") + (f", {len(skipped)} skipped" if skipped else ""))
     return 1 if failures else 0
+
+
+def _shrink_fuzz_failures(loaded, failures, device, at_most=3):
+    """Each failing fuzz case (the first few) shrunk to a small case that fails the same way, with its
+    repro (the shrunk case's name encodes the shrink path, so --case rebuilds it alone)."""
+    fuzzed = [r for r in failures if r.case.family == "fuzz"][:at_most]
+    if fuzzed:
+        print(f"\nshrinking {len(fuzzed)} failing fuzz case(s) (up to {K.SHRINK_BUDGET_S:.0f} s each):")
+    modules = {b.name: b for b in loaded}
+    for r in fuzzed:
+        small = K.shrink(modules[r.backend], r, device)
+        print(f"- {r.backend} {r.case.id} -> {small.case.id} {small.case.params}: {small.message}")
+        print(f"  repro: {small.repro}")
 
 
 def _print_failures(failures):

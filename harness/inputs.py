@@ -2,8 +2,11 @@
 
 Everything random is drawn on the CPU from a seeded generator and then moved to the target device,
 so a seed gives the same case on every device. Memory an op must not read (ring slots and pages
-that hold no position, cache blocks no table names, logits past the valid length) is poisoned, so a
-kernel that reads it produces NaN or a wrong selection instead of passing by luck.
+that hold no position, cache blocks and rows no table names, kv rows no index names, logits past the
+valid length) holds garbage as an engine's free slots do: NaN, +-inf, huge and random bit patterns
+mixed element by element, so a kernel that reads it, even to multiply it by 0, produces NaN or a
+wrong value instead of passing by luck. Tables are wider than the contexts need (engines size them
+for the model's longest context) and hold stale entries past the columns in use.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import torch
 from harness import contract
 
 POISON = float("nan")
+STALE_COLUMNS = 3  # table columns past the widest context's, with stale entries (engines size tables for max context);
+# the case catalogue passes it and garbage=True; direct callers get exact tables and NaN poison by default
+INT32_MIN = -2**31
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,6 +81,59 @@ def randn(gen, *shape, scale=1.0):
     return torch.randn(*shape, generator=gen, dtype=torch.float32).mul_(scale)
 
 
+_PATTERN = 4099  # a prime: rows of power-of-two width see the pattern at shifting offsets
+
+
+def _garbage_pattern(dtype, gen):
+    """_PATTERN values of `dtype` an engine's free memory may hold: NaN, +inf, -inf, +-huge and random
+    bit patterns (any exponent), about a fifth each, in random order."""
+    n = _PATTERN
+    kind = torch.randint(0, 5, (n,), generator=gen)
+    if dtype == torch.uint8:  # raw bytes (e4m3 keys): NaN codes 0x7F / 0xFF, +-448, random bytes
+        choices = torch.tensor([0xFF, 0x7F, 0x7E, 0xFE], dtype=torch.uint8)
+        special = choices[kind.clamp(max=3)]
+        return torch.where(kind == 4, torch.randint(0, 256, (n,), generator=gen, dtype=torch.uint8), special)
+    huge = 1e30 if dtype != torch.float16 else 6e4
+    sign = torch.where(torch.rand(n, generator=gen) < 0.5, -1.0, 1.0)
+    values = torch.stack([torch.full((n,), float("nan")), torch.full((n,), float("inf")),
+                          torch.full((n,), float("-inf")), sign * huge, torch.zeros(n)])[kind, torch.arange(n)]
+    values = values.to(dtype)
+    bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[dtype]
+    info = torch.iinfo(bits)
+    rand = torch.randint(info.min, info.max, (n,), generator=gen, dtype=torch.int64).to(bits).view(dtype)
+    return torch.where(kind == 4, rand, values)
+
+
+def garbage(shape, dtype, gen):
+    """A new tensor of `shape` filled with engine-like garbage (see _garbage_pattern), seeded."""
+    pattern = _garbage_pattern(dtype, gen)
+    numel = 1
+    for s in shape:
+        numel *= s
+    start = int(torch.randint(0, _PATTERN, (1,), generator=gen))
+    reps = -(-(numel + start) // _PATTERN)
+    return pattern.repeat(reps)[start:start + numel].view(*shape).clone()
+
+
+def stale_table_entries(table, used, gen, *, anything=True):
+    """In place: each row b of an int32 table gets stale entries from column used[b] on, as an engine
+    leaves them: -1 and pages other rows use; with `anything` (where the contract lets those entries
+    be any int32) also values far outside the pool, negative ones included."""
+    rows, columns = table.shape
+    pool = torch.cat([torch.tensor([-1, -1], dtype=torch.int32), table[table >= 0].int().flatten()])
+    wild = torch.tensor([INT32_MIN, 2**31 - 1, -7, 1 << 20, -(1 << 20)] if anything else [], dtype=torch.int32)
+    for b in range(rows):
+        n = columns - int(used[b])
+        if n <= 0:
+            continue
+        pick = pool[torch.randint(0, len(pool), (n,), generator=gen)]
+        if len(wild):
+            far = wild[torch.randint(0, len(wild), (n,), generator=gen)]
+            pick = torch.where(torch.rand(n, generator=gen) < 0.4, far, pick)
+        table[b, int(used[b]):] = pick
+    return table
+
+
 # ---------------------------------------------------------------------------------------------
 # FP8 quantisers (SPEC 2)
 
@@ -121,11 +180,20 @@ def random_page_table(blocks_per_request, num_pages, gen, *, columns=None, relea
     return table
 
 
-def pack_indexer_cache(keys_fp8, scales, block_table, num_blocks):
+def pack_indexer_cache(keys_fp8, scales, block_table, num_blocks, gen=None):
     """Per request b, keys_fp8[b] e4m3 [n_b, 128] and scales[b] float32 [n_b] -> uint8
     [num_blocks, 64*132]: entry t in block block_table[b, t // 64], row t % 64. Blocks and rows that
-    hold no entry are 0xFF bytes: NaN keys and NaN scales."""
+    hold no entry are 0xFF bytes (NaN keys and NaN scales), or with `gen` garbage: keys of random
+    finite bytes (every third row all NaN), scales NaN / +-inf / huge / random, so that neither a
+    NaN-dropping max nor a multiplication by 0 hides a read of them."""
     cache = torch.full((num_blocks, contract.INDEXER_BLOCK_BYTES), 0xFF, dtype=torch.uint8)
+    if gen is not None:
+        keys = garbage((num_blocks * contract.INDEXER_BLOCK, contract.INDEXER_DIM), torch.uint8, gen)
+        keys = torch.where((keys & 0x7F) == 0x7F, keys - 1, keys)  # the NaN codes -> +-448
+        keys[::3] = 0xFF
+        cache[:, :contract.INDEXER_KEY_BYTES] = keys.view(num_blocks, contract.INDEXER_KEY_BYTES)
+        cache[:, contract.INDEXER_KEY_BYTES:] = garbage((num_blocks, contract.INDEXER_BLOCK), torch.float32,
+                                                        gen).view(torch.uint8)
     keys = cache[:, :contract.INDEXER_KEY_BYTES].view(num_blocks, contract.INDEXER_BLOCK, contract.INDEXER_DIM)
     scale_bytes = cache[:, contract.INDEXER_KEY_BYTES:].view(num_blocks, contract.INDEXER_BLOCK, 4)
     for b, (k, s) in enumerate(zip(keys_fp8, scales)):
@@ -158,7 +226,7 @@ class TrimmedRows:
 
 
 def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="cpu", score_scale=1.0,
-                    spare=2, release=False, trim=False):
+                    spare=2, release=False, trim=False, stale_columns=0, rows_order=None, garbage=False):
     """A compress call for requests with the given prefix and extend lengths.
 
     Every request gets a random history of raw rows for positions 0..prefix+extend-1
@@ -166,8 +234,13 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
     spare: unused state rows or pages in the pool. release: in paged mode only the blocks this call
     reads and the blocks a later call will read have pages; the rest are -1, as an engine that frees
     (or never allocates) them would leave them. trim: draw rows only from 2*ratio positions before each
-    prefix (what any call can read; paged mode then implies release), so long contexts fit."""
+    prefix (what any call can read; paged mode then implies release), so long contexts fit.
+    stale_columns: paged tables are that much wider than the blocks in use, with stale entries (-1 or
+    pages other requests use) past them. rows_order "descending": ring / online state rows from the
+    last row down instead of a random permutation. garbage: every slot, row and page that holds no
+    position holds garbage (else NaN)."""
     gen = generator(seed)
+    junk = gen if garbage else None  # the generator the poisoned states draw garbage from
     width = contract.ROW_WIDTH_FACTOR[ratio] * d
     batch = len(prefix_lens)
     history = []
@@ -185,15 +258,19 @@ def compress_inputs(*, ratio, d, prefix_lens, extend_lens, mode, seed, device="c
         blocks = [contract.cdiv(p + e, ratio) for p, e in zip(prefix_lens, extend_lens)]
         released = [_unneeded_blocks(ratio, p, e) for p, e in zip(prefix_lens, extend_lens)] if release else None
         pool = sum(blocks) - sum(len(r) for r in released or []) + spare
-        table = random_page_table(blocks, pool, gen, released=released)
-        state = paged_state(history, prefix_lens, ratio, width, table, pool)
+        table = random_page_table(blocks, pool, gen, released=released, columns=max(blocks, default=0) + stale_columns)
+        if stale_columns:  # the validator bounds every entry by the pool: -1 or pages in use
+            stale_table_entries(table, blocks, gen, anything=False)
+        state = paged_state(history, prefix_lens, ratio, width, table, pool, junk)
         kwargs["page_table"] = table
     else:
         rows = torch.randperm(batch + spare, generator=gen)[:batch].int()
+        if rows_order == "descending":
+            rows = torch.arange(batch + spare - 1, spare - 1, -1, dtype=torch.int32)
         if mode == "ring":
-            state = ring_state(history, prefix_lens, ratio, width, rows, batch + spare)
+            state = ring_state(history, prefix_lens, ratio, width, rows, batch + spare, junk)
         else:
-            state = online_state(history, prefix_lens, ape, rows, batch + spare)
+            state = online_state(history, prefix_lens, ape, rows, batch + spare, junk)
         kwargs["state_rows"] = rows
     inputs = OpInputs((kv_score, ape, state), kwargs, dict(history=history, seed=seed))
     return to_device(inputs, device)
@@ -228,21 +305,25 @@ def _unneeded_blocks(ratio, prefix_len, extend_len):
     return set(range(first_later)) - read
 
 
-def ring_state(history, prefix_lens, ratio, width, state_rows, num_rows):
+def _poisoned(shape, gen):
+    return torch.full(shape, POISON) if gen is None else garbage(shape, torch.float32, gen)
+
+
+def ring_state(history, prefix_lens, ratio, width, state_rows, num_rows, gen=None):
     """float32 [num_rows, W, E]: request b's row keeps its last min(W, prefix) positions at p % W;
-    every other slot is NaN."""
+    every other slot is NaN (with `gen`: garbage)."""
     slots = contract.RING_WIDTH[ratio]
-    state = torch.full((num_rows, slots, width), POISON)
+    state = _poisoned((num_rows, slots, width), gen)
     for b, p in enumerate(prefix_lens):
         pos = torch.arange(max(0, p - slots), p)
         state[int(state_rows[b]), pos % slots] = history[b][pos]
     return state
 
 
-def paged_state(history, prefix_lens, ratio, width, page_table, num_pages):
+def paged_state(history, prefix_lens, ratio, width, page_table, num_pages, gen=None):
     """float32 [num_pages, r, E]: each prefix position whose block has a page sits at slot p % r;
-    everything else is NaN."""
-    state = torch.full((num_pages, ratio, width), POISON)
+    everything else is NaN (with `gen`: garbage)."""
+    state = _poisoned((num_pages, ratio, width), gen)
     for b, p in enumerate(prefix_lens):
         pos = torch.arange(getattr(history[b], "start", 0), p)
         pages = page_table[b].long()[pos // ratio]
@@ -251,11 +332,12 @@ def paged_state(history, prefix_lens, ratio, width, page_table, num_pages):
     return state
 
 
-def online_state(history, prefix_lens, ape, state_rows, num_rows):
+def online_state(history, prefix_lens, ape, state_rows, num_rows, gen=None):
     """float32 [num_rows, 3, d]: (max, sum, normalised mean) of the biased logits of the prefix's
-    partial block; NaN where the prefix ends on a block boundary (the op must start afresh)."""
+    partial block; NaN (with `gen`: garbage) where the prefix ends on a block boundary (the op must
+    start afresh) and in rows no request owns."""
     d = ape.shape[1]
-    state = torch.full((num_rows, contract.ONLINE_FIELDS, d), POISON)
+    state = _poisoned((num_rows, contract.ONLINE_FIELDS, d), gen)
     for b, p in enumerate(prefix_lens):
         start = p - p % 128
         if start == p:
@@ -273,9 +355,11 @@ def online_state(history, prefix_lens, ape, state_rows, num_rows):
 
 
 def indexer_inputs(*, context_lens, heads=64, seed, device="cpu", max_context_len=None, spare_blocks=2,
-                   key_scale=1.0):
-    """Random keys per request quantised per entry into a paged cache with a random block table;
-    queries quantised per (row, head), weights with the scales folded in."""
+                   key_scale=1.0, stale_columns=0, garbage=False):
+    """Random keys per request quantised per entry into a paged cache with a random block table
+    (stale_columns more columns than max_context_len needs; stale entries past each context's blocks);
+    queries quantised per (row, head), weights with the scales folded in; with `garbage`, garbage in
+    every cache block and row no entry fills (else 0xFF: NaN)."""
     gen = generator(seed)
     batch = len(context_lens)
     max_context_len = max(context_lens, default=0) if max_context_len is None else max_context_len
@@ -283,8 +367,12 @@ def indexer_inputs(*, context_lens, heads=64, seed, device="cpu", max_context_le
     quantised = [quantize_fp8_rows(k) for k in keys]
     blocks = [contract.cdiv(n, contract.INDEXER_BLOCK) for n in context_lens]
     num_blocks = sum(blocks) + spare_blocks
-    table = random_page_table(blocks, num_blocks, gen, columns=max(1, contract.cdiv(max_context_len, 64)))
-    cache = pack_indexer_cache([k for k, _ in quantised], [s for _, s in quantised], table, num_blocks)
+    table = random_page_table(blocks, num_blocks, gen,
+                              columns=max(1, contract.cdiv(max_context_len, 64)) + stale_columns)
+    if stale_columns:  # entries past a context's blocks are never read: anything
+        stale_table_entries(table, blocks, gen)
+    cache = pack_indexer_cache([k for k, _ in quantised], [s for _, s in quantised], table, num_blocks,
+                               gen if garbage else None)
     q_fp8, weights = quantize_indexer_queries(randn(gen, batch, heads, contract.INDEXER_DIM),
                                               randn(gen, batch, heads))
     inputs = OpInputs((q_fp8, weights, cache, torch.tensor(context_lens, dtype=torch.int32), table),
@@ -297,19 +385,24 @@ def indexer_inputs(*, context_lens, heads=64, seed, device="cpu", max_context_le
 
 
 def topk_inputs(*, seq_lens, columns=None, k=512, page_size=64, seed, device="cpu", distinct=None,
-                tail=float("inf")):
-    """Random logits [B, columns] with a random page table. distinct: draw the valid logits from that
-    many distinct values (heavy ties); tail: the value past each seq_len (+inf by default, so a kernel
-    that ignores seq_lens selects it)."""
+                tail=float("inf"), stale_columns=0):
+    """Random logits [B, columns] with a random page table (stale_columns more columns than the
+    logits need, stale entries past each row's pages). distinct: draw the valid logits from that many
+    distinct values (heavy ties); tail: the value past each seq_len (+inf by default, so a kernel that
+    ignores seq_lens selects it; "garbage": NaN, +-inf, huge and random values mixed)."""
     gen = generator(seed)
     columns = max(seq_lens, default=0) if columns is None else columns
     logits = randn(gen, len(seq_lens), columns)
     if distinct is not None:
         logits = torch.randint(0, distinct, logits.shape, generator=gen).float() / max(distinct, 1)
+    junk = garbage(logits.shape, torch.float32, gen) if tail == "garbage" else None
     for b, n in enumerate(seq_lens):
-        logits[b, n:] = tail
+        logits[b, n:] = junk[b, n:] if junk is not None else tail
     blocks = [contract.cdiv(n, page_size) for n in seq_lens]
-    table = random_page_table(blocks, sum(blocks) + 2, gen, columns=max(1, contract.cdiv(columns, page_size)))
+    table = random_page_table(blocks, sum(blocks) + 2, gen,
+                              columns=max(1, contract.cdiv(columns, page_size)) + stale_columns)
+    if stale_columns:  # pages past a row's seq_len are never read: anything
+        stale_table_entries(table, blocks, gen)
     inputs = OpInputs((logits, torch.tensor(seq_lens, dtype=torch.int32), table),
                       dict(k=k, page_size=page_size), dict(seed=seed))
     return to_device(inputs, device)
@@ -399,18 +492,39 @@ def duplicate_some_indices(indices, gen):
 
 
 def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, device="cpu", sink=True,
-                     q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5, indices=None, pool_rows=None):
+                     q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5, indices=None, pool_rows=None,
+                     pool_pad=(0, 0), garbage=False):
     """q, kv and engine-like indices for decode rows at `positions`; pass indices and pool_rows to
-    use an index set of your own."""
+    use an index set of your own. pool_pad (front, back): free rows before and after the rows the
+    index set uses (the engine-like set's indices shift by front). garbage: every kv row no index
+    names holds garbage."""
     gen = generator(seed)
     if indices is None:
         indices, pool_rows = attention_indices(positions, ratio=ratio, topk=topk, window=window, gen=gen)
+    front, back = pool_pad
+    if front:
+        indices = torch.where(indices >= 0, indices + front, indices)
+    pool_rows += front + back
     batch = indices.shape[0]
     q = randn(gen, batch, heads, contract.ATTN_DIM, scale=q_scale).bfloat16()
     kv = randn(gen, max(pool_rows, 1), contract.ATTN_DIM).bfloat16()
+    if garbage:
+        poison_unnamed_rows(kv, indices, gen)
     kwargs = dict(sm_scale=sm_scale, attn_sink=randn(gen, heads) if sink else None)
     inputs = OpInputs((q, kv, indices), kwargs, dict(seed=seed))
     return to_device(inputs, device)
+
+
+def poison_unnamed_rows(kv, indices, gen):
+    """In place: every row of the pool kv that no entry of indices names gets garbage (a free slot of
+    an engine's cache); call again after changing the indices."""
+    named = torch.zeros(kv.shape[0], dtype=torch.bool)
+    valid = indices[indices >= 0].long().cpu()
+    named[valid] = True
+    free = (~named).nonzero().flatten()
+    if len(free):
+        kv[free.to(kv.device)] = garbage((len(free), kv.shape[1]), kv.dtype, gen).to(kv.device)
+    return kv
 
 
 def to_device(inputs, device):

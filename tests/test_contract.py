@@ -40,3 +40,36 @@ def test_validate_false_skips_only_the_data_checks():
         x.call(R.topk_indices)
     with pytest.raises(contract.InputError, match="dtype"):  # shape and dtype checks always run
         R.topk_indices(x.args[0].double(), *x.args[1:], validate=False, **x.kwargs)
+
+
+def test_a_wrong_width_blames_the_argument_the_other_two_disagree_with():
+    x = B.BASES["ring"]("cpu")  # d = 8: kv_score [T, 32], ape [4, 16], state [S, 8, 32]
+    kv, ape, state = x.args
+    wide = torch.cat([kv, kv], 1)  # a valid width for d = 16
+    with pytest.raises(contract.InputError) as err:
+        R.compress(wide, ape, state, **x.kwargs)
+    assert err.value.argument == "kv_score" and "d = 8" in str(err.value) and "64" in str(err.value)
+    with pytest.raises(contract.InputError) as err:
+        R.compress(kv, torch.cat([ape, ape], 1), state, **x.kwargs)
+    assert err.value.argument == "ape" and "(4, 16)" in str(err.value) and "(4, 32)" in str(err.value)
+    with pytest.raises(contract.InputError) as err:
+        R.compress(kv, ape, torch.cat([state, state], 2), **x.kwargs)
+    assert err.value.argument == "state"
+
+
+def test_a_context_past_max_context_len_names_both_and_their_values():
+    x = B.BASES["indexer"]("cpu")  # context_lens [70, 3], max_context_len 128
+    a = list(x.args)
+    a[3] = torch.tensor([70, 300], dtype=torch.int32)
+    with pytest.raises(contract.InputError) as err:
+        R.indexer_logits(*a, **x.kwargs)
+    message = str(err.value)
+    assert err.value.argument == "context_lens" and "context_lens[1] = 300" in message
+    assert "max_context_len = 128" in message
+
+
+def test_blames_wants_the_bad_argument_named_first():
+    assert B.blames("compress", "kv_score: width 64, but ape and state agree on d = 8", "kv_score")
+    assert not B.blames("compress", "ape: expected shape (4, 32) from kv_score's width", "kv_score")
+    assert not B.blames("topk_indices", "page_size: must be positive", "k")  # k is not page_size's prefix
+    assert B.blames("topk_indices", "k: expected an int >= 1, got 0 (page_size 64)", "k")

@@ -30,14 +30,29 @@ def test_correct_backends_pass_every_quick_case(name):
     assert not failures, failures
 
 
+def first_failure(name, op):
+    """The first quick case of op the backend fails (the rest need not run), or None."""
+    backend = backends.load(name, "cpu")
+    for case in C.select([op]):
+        r = K.check_case(backend, case, "cpu")
+        if not r.ok:
+            return r
+    return None
+
+
+# what the first failure of some fixtures must say (the checker names the cause, not only a symptom)
+SAYS = {"attention_output_buffer_reused": "reused output buffer", "indexer_output_buffer_reused": "reused output buffer",
+        "kv_score_width_blamed_on_ape": "not naming it first", "attention_masked_row_times_zero": "NaN pattern",
+        "indexer_tail_left_unwritten": "NaN pattern"}
+
+
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_every_known_wrong_backend_is_rejected(bug):
     op, what = BUGS[bug]
-    results = run_cases(f"tests.known_wrong.{bug}", [op])
-    failed = [r for r in results if not r.ok]
-    assert failed, f"{bug} ({what}) passed every {op} case"
+    first = first_failure(f"tests.known_wrong.{bug}", op)
+    assert first is not None, f"{bug} ({what}) passed every {op} case"
+    assert SAYS.get(bug, "") in first.message, first.message
     # the message names an output of the op and an element, or the bad argument
-    first = failed[0]
     assert first.message and first.case.op == op
     assert first.repro.startswith(f"python -m harness check --backend tests.known_wrong.{bug} --device cpu --ops {op}")
 
@@ -57,6 +72,78 @@ def test_fuzz_cases_rebuild_identically_from_their_name():
         a, b = C.build(case), C.build(again)
         for x, y in zip(a.args, b.args):
             assert K.same_bits(x, y)
+
+
+def test_fuzzer_draws_every_admitted_value_class():
+    """Over a few hundred draws each parameter reaches its edges and its whole range (issue 20)."""
+    draws = {op: [C.fuzz_case(op, seed).params for seed in range(400)] for op in C.contract.OPS}
+    comp = draws["compress"]
+    assert {p["ratio"] for p in comp} == {4, 128} and {p["mode"] for p in comp} == {"ring", "paged", "online"}
+    ds = {p["d"] for p in comp}
+    assert {1, 128, 512} <= ds and any(d % 2 for d in ds if d > 1) and len(ds) > 30
+    extends = [e for p in comp for step in p["steps"] for e in step]
+    assert 0 in extends and 1 in extends and max(extends) > 2 * 128 and any(len(p["steps"]) >= 4 for p in comp)
+    assert any(0 in step and any(step) for p in comp for step in p["steps"])  # with and without tokens
+    assert {p["score_scale"] for p in comp} >= {1.0, 300.0} and any(p.get("rows_order") for p in comp)
+    idx = draws["indexer_logits"]
+    lens = [n for p in idx for n in p["context_lens"]]
+    assert {0, 1, 64, 2048, 2049} <= set(lens) and max(lens) > 4096 and {p["heads"] for p in idx} == {32, 64}
+    assert any(p["max_context_len"] > max(p["context_lens"]) + 64 for p in idx)
+    topk = draws["topk_indices"]
+    assert {p["k"] for p in topk} == {512, 1024, 2048}
+    sizes = {p["page_size"] for p in topk}
+    assert {1, 16, 32, 64, 128, 256} <= sizes and any(s & (s - 1) for s in sizes)  # a non-power of two too
+    assert any(n > 65536 for p in topk for n in p["seq_lens"])
+    assert any(n == p["k"] for p in topk for n in p["seq_lens"]) and any(n == p["k"] + 1 for p in topk for n in p["seq_lens"])
+    attn = draws["sparse_attention"]
+    assert {p["heads"] for p in attn} == {16 * i for i in range(1, 9)}
+    ks = [p["random"][0] if "random" in p else 128 + p["topk"] for p in attn]
+    assert min(ks) == 1 and max(ks) > 1024 and any(k > 512 for k in ks)
+    assert {tuple(p["pool_pad"]) for p in attn} >= {(0, 0), (1, 2)}
+
+
+def test_a_failing_fuzz_case_shrinks_to_a_smaller_one_that_rebuilds_from_its_name():
+    backend = backends.load("tests.known_wrong.topk_short_path_page_size_64", "cpu")
+    failing = None
+    for seed in range(40):
+        r = K.check_case(backend, C.fuzz_case("topk_indices", seed), "cpu")
+        if r.failed:
+            failing = r
+            break
+    assert failing is not None, "40 fuzz cases never drew a short row with a page size other than 64"
+    small = K.shrink(backend, failing, "cpu", budget_s=60)
+    assert small.failed and "~" in small.case.name and small.case.name.startswith(failing.case.name)
+    before, after = failing.case.params, small.case.params
+    assert len(after["seq_lens"]) <= len(before["seq_lens"]) and sum(after["seq_lens"]) < sum(before["seq_lens"])
+    again = C.find("topk_indices", small.case.name)  # the name alone rebuilds it
+    assert repr(again.params) == repr(after)
+    assert K.check_case(backend, again, "cpu").failed
+    assert small.repro.endswith(f"--case {small.case.name}")
+
+
+def test_unnamed_memory_holds_garbage_and_tables_are_wider_than_needed():
+    from harness import inputs as I
+    x = C.build(C.find("sparse_attention", "csa-decode-h64"))
+    kv, idx = x.args[1].float(), x.args[2]
+    named = torch.zeros(kv.shape[0], dtype=torch.bool)
+    named[idx[idx >= 0].long()] = True
+    free = kv[~named]
+    assert not named[0] and not named[-1] and free.numel()  # free rows before and after the index set
+    assert torch.isnan(free).any() and torch.isposinf(free).any() and torch.isneginf(free).any()
+    assert torch.isfinite(kv[named]).all()
+    y = C.build(C.find("indexer_logits", "mixed-batch"))
+    lens, table = y.args[3], y.args[4]
+    assert table.shape[1] > C.contract.cdiv(y.kwargs["max_context_len"], 64)
+    stale = torch.cat([table[b, C.contract.cdiv(int(n), 64):] for b, n in enumerate(lens)])
+    assert (stale >= y.args[2].shape[0]).any() and (stale < -1).any()  # anything: the contract never reads them
+    z = C.build(C.find("compress", "c4-paged-mixed-batch"))
+    state, pages = z.args[2], z.kwargs["page_table"]
+    assert pages.shape[1] > max(C.contract.cdiv(int(p + e), 4) for p, e in zip(z.kwargs["prefix_lens"],
+                                                                                   z.kwargs["extend_lens"]))
+    assert pages.min() >= -1 and pages.max() < state.shape[0]  # compress bounds every entry by the pool
+    unnamed = [p for p in range(state.shape[0]) if p not in set(pages.flatten().tolist())]
+    assert unnamed and not torch.isfinite(state[unnamed]).all()
+    assert I.garbage((3, 4099), torch.float32, I.generator(0)).isnan().float().mean() > 0.1
 
 
 def test_catalogue_names_are_unique_and_cover_the_edge_cases():

@@ -35,6 +35,35 @@ BUGS = {  # name: (the op it breaks, what it does)
     "lse_base2": ("sparse_attention", "lse in base 2"),
     "duplicates_dropped": ("sparse_attention", "duplicate indices are counted once"),
     "no_max_subtraction": ("sparse_attention", "softmax without subtracting the max (overflows on large scores)"),
+    # issue 20's causes: values the contract admits that the old catalogue never drew
+    "attention_heads_past_64_dropped": ("sparse_attention", "H > 64 not a multiple of 64: the heads past the last "
+                                                            "full tile of 64 are left 0 (lse -inf)"),
+    "topk_short_path_page_size_64": ("topk_indices", "rows with seq_len <= k are translated with page_size 64"),
+    "indexer_table_stride_assumed": ("indexer_logits", "the block table's row stride taken as "
+                                                       "cdiv(max_context_len, 64), not its width"),
+    "compress_table_stride_assumed": ("compress", "the page table's row stride taken as the blocks the longest "
+                                                  "request needs, not its width"),
+    # engine-like memory: garbage where nothing is named, outputs never written
+    "attention_masked_row_times_zero": ("sparse_attention", "index -1 reads kv row 0 and weights it by 0 "
+                                                            "(0 x garbage)"),
+    "indexer_tail_rows_masked_additively": ("indexer_logits", "the last block's rows past the context are scored "
+                                                              "(NaN-dropping fmax ReLU) and masked by adding -inf"),
+    "indexer_tail_left_unwritten": ("indexer_logits", "logits past the context are never written (torch.empty)"),
+    # results that must outlive the next call
+    "attention_output_buffer_reused": ("sparse_attention", "out and lse are one cached buffer per shape, "
+                                                           "rewritten by every call"),
+    "indexer_output_buffer_reused": ("indexer_logits", "logits are one cached buffer per shape"),
+    # size classes where kernels change path
+    "indexer_second_chunk_dropped": ("indexer_logits", "entries past the first 2048 of a context are -inf"),
+    "topk_column_index_16bit": ("topk_indices", "long rows keep column indices in 16 bits"),
+    "attention_split_k_merged_by_count": ("sparse_attention", "K > 512 split in chunks of 512, merged weighted by "
+                                                              "their valid counts instead of exp(lse)"),
+    "compress_ape_tiled_by_128": ("compress", "channel c takes its position bias from column c % 128"),
+    "online_max_stored_fp16": ("compress", "the online running max is stored in float16"),
+    "empty_extend_state_reset": ("compress", "online: a request with no new tokens gets a fresh (-inf, 0, 0) state"),
+    # bad-input messages
+    "kv_score_width_blamed_on_ape": ("compress", "d taken from kv_score's width, so a kv_score of another d is "
+                                                 "reported as a bad ape"),
 }
 
 
@@ -45,10 +74,25 @@ def make_backend(bug=None):
 
     def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
                  validate=True):
+        if on("kv_score_width_blamed_on_ape") and kv_score.dim() == 2 and ape.dim() == 2:
+            d = kv_score.shape[1] // contract.ROW_WIDTH_FACTOR[ratio]
+            if tuple(ape.shape) != contract.APE_SHAPE[ratio](d):
+                raise contract.InputError("ape", f"expected shape {contract.APE_SHAPE[ratio](d)}, got {tuple(ape.shape)}")
         layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                          extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                          page_table=page_table, validate=validate)
         d = layout.d
+        if on("compress_ape_tiled_by_128") and d > 128:
+            c = torch.arange(d, device=ape.device) % 128
+            ape = ape[:, torch.cat([c, d + c])] if ratio == 4 else ape[:, c]
+        if on("compress_table_stride_assumed") and mode == "paged":
+            stride = max(contract.cdiv(p + n, ratio) for p, n in zip(prefix_lens.tolist(), extend_lens.tolist()))
+            flat = page_table.flatten()
+            page_table = torch.stack([flat[b * stride:b * stride + page_table.shape[1]] if b * stride
+                                      + page_table.shape[1] <= flat.numel() else
+                                      torch.cat([flat[b * stride:], flat.new_full((b * stride + page_table.shape[1]
+                                                                                   - flat.numel(),), -1)])
+                                      for b in range(page_table.shape[0])])
         if mode == "online":
             return _online(kv_score, ape, state, state_rows, prefix_lens.tolist(), extend_lens.tolist(), d, on)
         width = contract.RING_WIDTH[ratio] if mode == "ring" else ratio
@@ -95,16 +139,34 @@ def make_backend(bug=None):
         scales = kv_cache[:, contract.INDEXER_KEY_BYTES:].contiguous().view(torch.float32).view(nb, 64)
         fill = 0.0 if on("neg_inf_tail_left_zero") else float("-inf")
         out = torch.full((layout.batch, max_context_len), fill, device=q_fp8.device)
+        if on("indexer_output_buffer_reused"):
+            out = _cached(("indexer", layout.batch, max_context_len), out)
+        if on("indexer_tail_left_unwritten"):
+            out = torch.empty((layout.batch, max_context_len), device=q_fp8.device)
+        if on("indexer_table_stride_assumed"):
+            stride = contract.cdiv(max_context_len, 64)
+            flat = block_table.flatten()
+            block_table = torch.stack([flat[b * stride:b * stride + stride] for b in range(layout.batch)]) \
+                if layout.batch * stride <= flat.numel() else block_table
         for b, n in enumerate(context_lens.tolist()):
-            t = torch.arange(n, device=q_fp8.device)
+            span = n
+            if on("indexer_tail_rows_masked_additively"):
+                span = min(contract.cdiv(n, 64) * 64, max_context_len)
+            t = torch.arange(span, device=q_fp8.device)
             blk = t // 64 if on("indexer_block_table_ignored") else block_table[b].long()[t // 64]
             k, s = keys[blk, t % 64], scales[blk, t % 64]
             scores = q_fp8[b].float() @ k.T
             if not on("missing_key_scale"):
                 scores = scores * s
+            if on("indexer_tail_rows_masked_additively"):
+                scores = torch.fmax(scores, torch.zeros_like(scores))  # fmaxf: a NaN score becomes 0
+                out[b, :span] = weights[b] @ scores + torch.where(t < n, 0.0, float("-inf"))
+                continue
             if not on("relu_missing"):
                 scores = scores.clamp_min(0)
             out[b, :n] = weights[b] @ scores
+            if on("indexer_second_chunk_dropped"):
+                out[b, 2048:n] = float("-inf")
         return out
 
     def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
@@ -120,10 +182,13 @@ def make_backend(bug=None):
                     raw = logits[b, :n].argsort(descending=True)
             else:
                 raw = torch.topk(logits[b, :valid].nan_to_num(float("-inf")), k).indices
+                if on("topk_column_index_16bit"):
+                    raw = raw & 0xFFFF
+            size = 64 if on("topk_short_path_page_size_64") and n <= k else page_size
             if on("topk_ignores_page_table"):
                 out[b, :len(raw)] = raw.int()
             else:
-                out[b, :len(raw)] = (page_table[b].long()[raw // page_size] * page_size + raw % page_size).int()
+                out[b, :len(raw)] = (page_table[b].long()[raw // size] * size + raw % size).int()
         return out
 
     def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
@@ -133,6 +198,18 @@ def make_backend(bug=None):
         lse = torch.full((layout.batch, layout.heads), float("-inf"), device=q.device)
         for b in range(layout.batch):
             idx = indices[b].long()
+            if on("attention_masked_row_times_zero"):
+                k = kv[idx.clamp_min(0)].float()
+                s = sm_scale * (q[b].float() @ k.T)
+                s = s.masked_fill(idx[None, :] < 0, float("-inf"))
+                m = s.max(1).values.clamp_min(-1e30)  # an empty row: no NaN from -inf - -inf
+                e = torch.exp(s - m[:, None])
+                total = e.sum(1)
+                lse[b] = torch.where(total > 0, m + torch.log(total), float("-inf"))
+                out[b] = (e @ k) / total.clamp_min(1e-30)[:, None]  # exp(-inf) = 0 times the row read
+                if attn_sink is not None:
+                    out[b] = out[b] / (1 + torch.exp(attn_sink - lse[b]))[:, None]
+                continue
             idx = idx.clamp_min(0) if on("minus_one_as_zero") else idx[idx >= 0]
             if on("duplicates_dropped"):
                 idx = idx.unique()
@@ -140,6 +217,15 @@ def make_backend(bug=None):
                 continue
             k = kv[idx].float()
             s = sm_scale * (q[b].float() @ k.T)
+            if on("attention_split_k_merged_by_count") and idx.numel() > 512:
+                parts = [(sm_scale * (q[b].float() @ kv[c].float().T), kv[c].float()) for c in idx.split(512)]
+                outs = [torch.softmax(sc, 1) @ kc for sc, kc in parts]
+                counts = [float(kc.shape[0]) for _, kc in parts]
+                lse[b] = torch.logsumexp(s, 1)
+                out[b] = sum(o * c for o, c in zip(outs, counts)) / sum(counts)
+                if attn_sink is not None:
+                    out[b] = out[b] / (1 + torch.exp(attn_sink - lse[b]))[:, None]
+                continue
             if on("no_max_subtraction"):
                 e = torch.exp(s)
                 total = e.sum(1)
@@ -159,9 +245,26 @@ def make_backend(bug=None):
                     lse[b] = torch.logaddexp(lse[b], attn_sink)
             if on("lse_base2"):
                 lse[b] = lse[b] / math.log(2)
+        if on("attention_heads_past_64_dropped") and layout.heads > 64 and layout.heads % 64:
+            full = layout.heads // 64 * 64
+            out[:, full:], lse[:, full:] = 0.0, float("-inf")
+        if on("attention_output_buffer_reused"):
+            return _cached(("attention-out", tuple(q.shape)), out.bfloat16()), _cached(("attention-lse", tuple(lse.shape)), lse)
         return out.bfloat16(), lse
 
     return compress, indexer_logits, topk_indices, sparse_attention
+
+
+_BUFFERS = {}
+
+
+def _cached(key, value):
+    """The one buffer kept for `key`, overwritten with value (what a backend that caches its outputs
+    to spare allocations returns)."""
+    buf = _BUFFERS.get(key)
+    if buf is None or buf.shape != value.shape or buf.dtype != value.dtype or buf.device != value.device:
+        buf = _BUFFERS[key] = torch.empty_like(value)
+    return buf.copy_(value)
 
 
 def _pool_c4(get, ape, j, d, on):
@@ -216,6 +319,10 @@ def _online(kv_score, ape, state, state_rows, prefix, extend, d, on):
                 outs.append(v.clone())
                 wrote = True
         start += n
+        if on("online_max_stored_fp16"):
+            m = m.half().float()
         if n and not (on("state_not_written_without_emission") and not wrote):
             state[row] = torch.stack([m, s, v])
+        if n == 0 and on("empty_extend_state_reset"):
+            state[row] = torch.stack([torch.full_like(m, float("-inf")), torch.zeros_like(s), torch.zeros_like(v)])
     return torch.stack(outs) if outs else kv_score.new_zeros(0, d)

@@ -1,0 +1,3 @@
+from tests.known_wrong.impl import make_backend
+
+compress, indexer_logits, topk_indices, sparse_attention = make_backend("indexer_second_chunk_dropped")

@@ -1,0 +1,3 @@
+from tests.known_wrong.impl import make_backend
+
+compress, indexer_logits, topk_indices, sparse_attention = make_backend("topk_short_path_page_size_64")
