@@ -402,8 +402,8 @@ def test_cli_counts_skips_apart_from_failures(tmp_path):
     assert "skipped" in r.stdout and "k=2048: this kernel is built for k=512 only" in r.stdout
     assert " 0 failed, " in r.stdout
     out = tmp_path / "bench.json"
-    b = run("bench", "--backend", "partial_backend", "--device", "cpu", "--cases", "quick", "--ops", "topk_indices",
-            "--reps", "2", "--out", str(out))
+    b = run("bench", "--backend", "partial_backend", "--device", "cpu", "--cases", "long-k512,long-k1024", "--ops",
+            "topk_indices", "--reps", "2", "--out", str(out))  # named: on the CPU quick keeps only 2 cases per op
     assert b.returncode == 0, b.stdout + b.stderr
     import json
     verdicts = {r["case"]: (r["verdict"], r["timing"]) for r in json.loads(out.read_text())["records"]}
