@@ -417,7 +417,8 @@ def harness_source():
     """(commit, dirty, where it came from) of the harness that runs, whatever the current directory is:
     HARNESS_GIT_COMMIT if set (a copied tree whose .git may be stale); else git at the folder the harness
     package was imported from, if that folder is a git work tree's root (a checkout, an editable install);
-    else the commit pip recorded when it installed from a VCS URL (direct_url.json); else nothing."""
+    else the commit its wheel was built from (harness/BUILD_COMMIT); else the commit pip recorded when it
+    installed from a VCS URL (direct_url.json); else nothing."""
     if os.environ.get("HARNESS_GIT_COMMIT"):
         return os.environ["HARNESS_GIT_COMMIT"], None, "HARNESS_GIT_COMMIT"
     root = Path(__file__).resolve().parent.parent
@@ -430,6 +431,10 @@ def harness_source():
             return head.stdout.strip(), bool(dirty), f"git at {root}"
     except (OSError, subprocess.CalledProcessError):  # no git, or not a work tree (an installed wheel)
         pass
+    stamp = root / "harness" / "BUILD_COMMIT"  # written into a wheel by its build (ci/build_backend.py)
+    if stamp.is_file():
+        commit, _, state = stamp.read_text().strip().partition(" ")
+        return commit, state == "dirty", "the wheel's build (harness/BUILD_COMMIT)"
     try:
         direct = json.loads(importlib.metadata.distribution(DIST).read_text("direct_url.json") or "{}")
         if direct.get("vcs_info", {}).get("commit_id"):

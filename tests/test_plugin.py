@@ -34,21 +34,28 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
 
 
 def test_a_project_gets_options_and_conformance_tests_from_the_installed_wheel(tmp_path):
-    """Build the wheel from a copy of the sources, install it into a folder of its own, and run pytest in a
-    project that imports the plugin's test: a right and a wrong backend module of the project's own."""
+    """Build the wheel from a copy of the sources (a git checkout of its own), install it into a folder of its
+    own, and run pytest in a project that imports the plugin's test: a right and a wrong backend module of
+    the project's own; the installed harness records the commit its wheel was built from."""
     pytest.importorskip("setuptools")  # the wheel is built without build isolation (no registry needed)
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
-    for package in ("harness", "references", "kernels_torch", "kernels_triton", "kernels_cuda", "kernels_peers"):
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("harness", "references", "kernels_torch", "kernels_triton", "kernels_cuda", "kernels_peers", "ci"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "BUILD_COMMIT"))
+    git = ["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the sources the wheel is built from"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", str(src), "-w", str(tmp_path / "w")],
                    check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = (tmp_path / "w").glob("dsv4_sparse_harness-*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert "harness/pytest_plugin.py" in z.namelist()
+        assert z.read("harness/BUILD_COMMIT").decode().split() == [commit]  # built from a clean tree
         points = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/entry_points.txt"))
     assert "[pytest11]\nharness.pytest_plugin = harness.pytest_plugin" in points and "dsv4-harness" in points
     site = tmp_path / "site"
@@ -61,7 +68,9 @@ def test_a_project_gets_options_and_conformance_tests_from_the_installed_wheel(t
     (project / "test_mine.py").write_text("import harness.pytest_plugin\n"
                                           "from harness.pytest_plugin import test_dsv4_conformance  # noqa: F401\n\n\n"
                                           "def test_the_plugin_comes_from_the_wheel():\n"
-                                          f"    assert harness.pytest_plugin.__file__.startswith({str(site)!r})\n")
+                                          f"    assert harness.pytest_plugin.__file__.startswith({str(site)!r})\n"
+                                          "    from harness import bench\n"
+                                          f"    assert bench.environment('cpu')['git_commit'] == {commit!r}\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{project}", "HOME": str(tmp_path)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--backend",
                         "right_kernels,wrong_kernels", "--device", "cpu", "-k", "from_the_wheel or "
