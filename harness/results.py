@@ -54,7 +54,8 @@ def labels(docs):
     for doc, text in zip(docs, plain):
         run_id = doc["environment"].get("run_id")
         out.append(f"{text} run {run_id[:8]}" if plain.count(text) > 1 and run_id else text)
-    return [f"{text} ({Path(doc['path']).name})" if out.count(text) > 1 else text for doc, text in zip(docs, out)]
+    out = [f"{text} ({Path(doc['path']).name})" if out.count(text) > 1 else text for doc, text in zip(docs, out)]
+    return [f"{text} #{i + 1}" if out.count(text) > 1 else text for i, text in enumerate(out)]  # one file twice
 
 
 def records(doc):

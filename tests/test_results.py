@@ -207,7 +207,7 @@ def test_runs_with_the_same_label_stay_apart(tmp_path):
     rows, headers = RS.side_by_side(docs)
     assert len(set(headers)) == len(headers) and rows[0][2:] == ["100.0 (50%)", "300.0 (50%)"]
     twins = [RS.load(_doc(tmp_path / f"{n}.json", [("a", 100)])) for n in ("x", "y")]  # no run id at all
-    assert len(set(RS.labels(twins))) == 2
+    assert len(set(RS.labels(twins))) == 2 and len(set(RS.labels([twins[0], twins[0]]))) == 2
     from harness import report
     md = report.markdown(docs)
     assert "run 11111111" in md and "run 22222222" in md
