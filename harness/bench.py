@@ -261,7 +261,8 @@ def telemetry(device):
         pynvml.nvmlInit()
         h = nvml_handle(pynvml, device)
         reasons = clock_event_reasons(pynvml, h)
-        return {"pci_bus_id": pci_bus_id(device), "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        return {"pci_bus_id": pci_bus_id(device),
+                "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "sm_clock_max_mhz": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
                 "temperature_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
                 "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1000, "clock_event_reasons": reasons,

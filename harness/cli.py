@@ -490,7 +490,8 @@ def bench_command(args):
     peaks, flush = roofline.peaks_of(device), BN.l2_flush_buffer(device)
     clock = (f"CUDA events with the L2 flushed, CUDA-graph replays under {BN.GRAPH_BELOW_US:.0f} us"
              if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)")
-    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases{cases_note}, up to {args.reps} reps, "
+    print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases{cases_note}, "
+          f"up to {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
     total = len(chosen) * len(loaded)
     records = []

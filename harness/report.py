@@ -47,7 +47,8 @@ def markdown(docs):
         where = (f"CPU, {env.get('cpu_threads', '?')} threads, wall clock: no roofline" if is_cpu(doc) else
                  f"copy bandwidth {_fmt((doc.get('calibration') or {}).get('copy_gbps'), '.0f')} GB/s")
         lines.append(f"- `{doc['path']}` ({run}): {env.get('gpu', env.get('device'))}, harness "
-                     f"{env.get('harness_version', '?')} at commit {env.get('git_commit')}, run {env.get('run_id', '?')}, "
+                     f"{env.get('harness_version', '?')} at commit {env.get('git_commit')}, "
+                     f"run {env.get('run_id', '?')}, "
                      f"torch {env.get('torch')}, triton {env.get('triton', '-')}, {where}")
     cpu = [doc for doc in docs if is_cpu(doc)]
     if cpu:

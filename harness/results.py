@@ -118,7 +118,8 @@ def compare_runs(base_doc, new_doc, gate=GATE):
             out.append(Change(key, b["median_us"], None, None, "missing", why))
         else:
             t = n["timing"]
-            out.append(Change(key, b["median_us"], t["median_us"], t["median_us"] / b["median_us"], verdict(b, t, gate)))
+            ratio = t["median_us"] / b["median_us"]
+            out.append(Change(key, b["median_us"], t["median_us"], ratio, verdict(b, t, gate)))
     for key in sorted(records(new_doc).keys() - base.keys()):
         out.append(Change(key, None, new_all[key]["timing"]["median_us"], None, "new"))
     return out
