@@ -3,8 +3,9 @@ installs dsv4-sparse-harness gets:
 
 - the options `--backend NAME` (repeatable, or comma-separated; else the ini setting `dsv4_backends`;
   else every available backend), `--device cpu|cuda|auto` and `--full`;
-- the markers `gpu` (skipped without a CUDA device) and `slow` (skipped without `--full`);
-- one pytest-xdist worker per GPU (worker gwN takes visible GPU N mod count);
+- for its conformance tests, the markers `gpu` (skipped without a CUDA device) and `slow` (production shapes,
+  skipped without `--full`) and one pytest-xdist worker per GPU (worker gwN takes visible GPU N mod count);
+  `skip_and_shard(config, items)` gives a project's own tests the same, from its conftest;
 - the conformance suite for its own backend module, one test per (op, case family, backend), by importing
   one test function into a test file:
 
@@ -97,13 +98,14 @@ def test_dsv4_conformance(dsv4_conformance):
         pytest.xfail("; ".join(f"{r.case.id}: {r.message}" for r in known))
 
 
-def pytest_collection_modifyitems(config, items):
-    full = config.getoption("--full")
+def skip_and_shard(config, items):
+    """What the gpu and slow markers mean here: a gpu item is skipped without a CUDA device, a slow one without
+    --full; on a pytest-xdist worker with gpu items, worker gwN takes visible GPU N mod count."""
     not_full = pytest.mark.skip(reason="production-sized: run with --full")
-    gpu_items = [item for item in items if "gpu" in item.keywords]
     for item in items:
-        if "slow" in item.keywords and not full:
+        if "slow" in item.keywords and not config.getoption("--full"):
             item.add_marker(not_full)
+    gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items:
         return
     import torch
@@ -111,7 +113,11 @@ def pytest_collection_modifyitems(config, items):
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason="no CUDA device"))
         return
-    # pytest-xdist shards the GPU tests one worker per GPU: worker gwN takes visible GPU N mod count
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker.startswith("gw"):
         torch.cuda.set_device(int(worker[2:]) % torch.cuda.device_count())
+
+
+def pytest_collection_modifyitems(config, items):
+    # the plugin's own tests only: a project's own gpu or slow markers keep the meaning it gives them
+    skip_and_shard(config, [item for item in items if getattr(item, "originalname", None) == "test_dsv4_conformance"])

@@ -70,11 +70,15 @@ def test_a_project_gets_options_and_conformance_tests_from_the_installed_wheel(t
                                           "def test_the_plugin_comes_from_the_wheel():\n"
                                           f"    assert harness.pytest_plugin.__file__.startswith({str(site)!r})\n"
                                           "    from harness import bench\n"
-                                          f"    assert bench.environment('cpu')['git_commit'] == {commit!r}\n")
+                                          f"    assert bench.environment('cpu')['git_commit'] == {commit!r}\n\n\n"
+                                          "import pytest\n\n\n"
+                                          "@pytest.mark.slow  # the project's own marker: the plugin leaves it be\n"
+                                          "def test_from_the_wheel_of_its_own_slow_kind():\n"
+                                          "    pass\n")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{project}", "HOME": str(tmp_path)}
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--backend",
                         "right_kernels,wrong_kernels", "--device", "cpu", "-k", "from_the_wheel or "
                         "(topk_indices and short-quick)", "-rf"],
                        cwd=project, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 1 and "1 failed, 2 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 1 and "1 failed, 3 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     assert "FAILED test_mine.py::test_dsv4_conformance[topk_indices-short-quick-wrong_kernels]" in r.stdout
