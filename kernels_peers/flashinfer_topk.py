@@ -3,8 +3,7 @@
 
 Layouts: FlashInfer's page table holds one physical slot per token ([B, L]); the adapter's
 `topk_indices_plan` (SPEC 7: once per step) builds it from the SPEC's block table for every token
-the table covers: slot = page_table[b, t // page_size] * page_size + t % page_size (a call whose
-logits are wider than that converts again). Rows with seq_len <= k come back
+the table covers: slot = page_table[b, t // page_size] * page_size + t % page_size. Rows with seq_len <= k come back
 as the first seq_len slots in order, then -1, as the SPEC asks.
 
 Declined: a call that takes FlashInfer's multi-CTA radix path (float32 rows: k > 2048, or
@@ -57,7 +56,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         raise contract.Unsupported("a row longer than k but shorter than the logits on FlashInfer's multi-CTA "
                                    "path: FlashInfer 0.6.4 reads past it (illegal address)")
     import flashinfer
-    slots = plan["slots"]
-    if slots.shape[1] != layout.columns:  # logits wider or narrower than the table covers
-        slots = token_page_table(page_table, page_size, layout.columns)
-    return flashinfer.top_k_page_table_transform(logits, slots, seq_lens, k)
+    # FlashInfer reads the slot table by its own row stride and only below each row's length, so a
+    # table as wide as the block table covers serves logits of any width (its source checks that it
+    # is contiguous, not its width)
+    return flashinfer.top_k_page_table_transform(logits, plan["slots"], seq_lens, k)
