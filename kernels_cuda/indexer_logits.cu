@@ -291,6 +291,16 @@ struct BlockCursor {
     }
 };
 
+// Request b's queries (one 128-byte line a head) and weights toward L2, without waiting: the
+// consumer's synchronous load of them at the request switch then hits L2 instead of DRAM, whose
+// latency under this kernel's full load is microseconds, while the CTA's ring stops refilling.
+__device__ __forceinline__ void prefetch_request_l2(const unsigned char* q, const float* weights, int b, int heads) {
+    const int tid = threadIdx.x;
+    if (tid < heads) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(q + ((long long)b * heads + tid) * KEY_DIM));
+    else if (tid >= WG_HEADS && tid - WG_HEADS <= (heads * 4 + 127) / 128)  // one line more: the row may straddle
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(weights + (long long)b * heads + min((tid - WG_HEADS) * 32, heads - 1)));
+}
+
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
 __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
@@ -319,25 +329,34 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         prod.n = blocks_of(context_lens, prod.b);
     }
     BlockCursor cons = prod;  // the next block to compute
+    if (count > 0) prefetch_request_l2(q, weights, prod.b, heads);
 
-    // block (b, j) into ring stage s: thread tid copies key chunks tid + 128 k (k < 4: rows tid/8 + 16 k,
-    // all with the same row % 8, so one swizzled offset) and threads 0..15 the 16 scale chunks
+    // The producer's cache block number is loaded one fetch ahead (`prod_block`), so a fetch issues its
+    // copies without first waiting on a dependent load of the block table.
+    auto table_at = [&](const BlockCursor& at) { return block_table[(long long)at.b * table_stride + at.j]; };
+    int prod_block = count > 0 ? table_at(prod) : 0;
+    // block prod_block into ring stage s, then the producer moves on (and loads the next block number):
+    // thread tid copies key chunks tid + 128 k (k < 4: rows tid/8 + 16 k, all with the same row % 8, so
+    // one swizzled offset) and threads 0..15 the 16 scale chunks
     const unsigned int key_dst = swizzled(tid >> 3, tid & 7);
-    auto fetch = [&](const BlockCursor& at, int s) {
-        const unsigned char* src = cache + (long long)block_table[(long long)at.b * table_stride + at.j] * BLOCK_BYTES;
+    auto fetch_next = [&](int s) {
+        const unsigned char* src = cache + (long long)prod_block * BLOCK_BYTES;
         unsigned char* dst = k_s + s * WG_KEY_TILE;
 #pragma unroll
         for (int k = 0; k < BLOCK_ENTRIES * 8 / WG_THREADS; ++k)
             cp_async16(dst + key_dst + k * WG_THREADS * 16, src + (tid + k * WG_THREADS) * 16);
         if (tid < BLOCK_ENTRIES / 4) cp_async16(scale_s + s * BLOCK_ENTRIES + tid * 4, src + WG_KEY_TILE + tid * 16);
+        const int was = prod.b;
+        prod.next(context_lens, batch);
+        if (prod.b < batch) {  // past this CTA's share the block is never fetched, but it exists
+            prod_block = table_at(prod);
+            if (prod.b != was) prefetch_request_l2(q, weights, prod.b, heads);
+        }
     };
 
 #pragma unroll 1
     for (int s = 0; s < WG_STAGES - 1; ++s) {
-        if (s < count) {
-            fetch(prod, s);
-            prod.next(context_lens, batch);
-        }
+        if (s < count) fetch_next(s);
         cp_async_commit();
     }
 
@@ -364,10 +383,7 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         cp_async_wait<WG_STAGES - 2>();  // this thread's copies of block i have landed
         fence_proxy_async();
         __syncthreads();  // everyone's have; iteration i-1 is done with its stage (and with q_s)
-        if (i + WG_STAGES - 1 < count) {  // refill the stage block i-1 used
-            fetch(prod, (i + WG_STAGES - 1) % WG_STAGES);
-            prod.next(context_lens, batch);
-        }
+        if (i + WG_STAGES - 1 < count) fetch_next((i + WG_STAGES - 1) % WG_STAGES);  // the stage block i-1 used
         cp_async_commit();
         if (cons.b != q_b) {  // a new request: its queries (heads past H: zero rows, zero weights)
             q_b = cons.b;

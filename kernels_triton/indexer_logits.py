@@ -27,7 +27,7 @@ SCALE_FLOAT_OFFSET = contract.INDEXER_KEY_BYTES // 4
 def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_stride, out_ptr, max_len, H,
                     BLOCK_H: tl.constexpr, DIM: tl.constexpr, BLOCK_T: tl.constexpr, TILE: tl.constexpr,
                     STEPS: tl.constexpr, ROW_BYTES: tl.constexpr, ROW_FLOATS: tl.constexpr,
-                    SCALE_OFF: tl.constexpr, FP8_DOT: tl.constexpr):
+                    SCALE_OFF: tl.constexpr, FP8_DOT: tl.constexpr, NUM_STAGES: tl.constexpr):
     b = tl.program_id(0)
     ctx = tl.load(ctx_ptr + b)
     out_row = out_ptr + b.to(tl.int64) * max_len
@@ -40,29 +40,34 @@ def _indexer_kernel(q_ptr, w_ptr, key_ptr, scale_ptr, ctx_ptr, table_ptr, table_
     if not FP8_DOT:  # exact: fp16 holds every e4m3 value, products and sums in fp32
         q = q.to(tl.float16)
     w = tl.load(w_ptr + b.to(tl.int64) * H + h, mask=hmask, other=0.0)
-    for step in range(STEPS):
-        t0 = (tl.program_id(1) * STEPS + step) * TILE * BLOCK_T
-        t = t0 + r
+    span: tl.constexpr = TILE * BLOCK_T
+    start = tl.program_id(1) * STEPS * span
+    # The steps that hold live entries come first and run as one software-pipelined loop (no branch
+    # inside: the keys and scales of the next NUM_STAGES - 1 tiles are in flight while a tile is
+    # multiplied); the steps wholly past the context only write -inf.
+    live_steps = tl.minimum(tl.maximum(tl.cdiv(ctx - start, span), 0), STEPS)
+    for step in tl.range(0, live_steps, num_stages=NUM_STAGES):
+        t = start + step * span + r
         live = t < ctx
-        if t0 < ctx:
-            blk = tl.load(table_row + t // BLOCK_T, mask=live, other=0).to(tl.int64)
-            k = tl.load(key_ptr + blk[:, None] * ROW_BYTES + (t % BLOCK_T)[:, None] * DIM + cols[None, :],
-                        mask=live[:, None], other=0.0)
-            if not FP8_DOT:
-                k = k.to(tl.float16)
-            scores = tl.dot(k, tl.trans(q))  # [TILE*64, H], e4m3 x e4m3 -> fp32; keys as M: the head sum stays in-thread
-            scale = tl.load(scale_ptr + blk * ROW_FLOATS + SCALE_OFF + t % BLOCK_T, mask=live, other=0.0)
-            scores = tl.maximum(scores * scale[:, None], 0.0)
-            logit = tl.sum(scores * w[None, :], axis=1)
-            tl.store(out_row + t, tl.where(live, logit, float("-inf")), mask=t < max_len)
-        else:
-            tl.store(out_row + t, tl.full([TILE * BLOCK_T], float("-inf"), tl.float32), mask=t < max_len)
+        blk = tl.load(table_row + t // BLOCK_T, mask=live, other=0).to(tl.int64)
+        k = tl.load(key_ptr + blk[:, None] * ROW_BYTES + (t % BLOCK_T)[:, None] * DIM + cols[None, :],
+                    mask=live[:, None], other=0.0)
+        scale = tl.load(scale_ptr + blk * ROW_FLOATS + SCALE_OFF + t % BLOCK_T, mask=live, other=0.0)
+        if not FP8_DOT:
+            k = k.to(tl.float16)
+        scores = tl.dot(k, tl.trans(q))  # [TILE*64, H], e4m3 x e4m3 -> fp32; keys as M: the head sum stays in-thread
+        scores = tl.maximum(scores * scale[:, None], 0.0)
+        logit = tl.sum(scores * w[None, :], axis=1)
+        tl.store(out_row + t, tl.where(live, logit, float("-inf")), mask=t < max_len)
+    for step in range(live_steps, STEPS):
+        t = start + step * span + r
+        tl.store(out_row + t, tl.full([span], float("-inf"), tl.float32), mask=t < max_len)
 
 
 # tile: cache blocks per dot; steps: tiles per program (the queries load once per program);
 # measured on the H200 (docs/perf-notes.md). fp8_dot: e4m3 operands straight into the MMA (QGMMA on
 # Hopper); False (or DSV4_INDEXER_FP8=0 in the environment) gives exact fp16 dots.
-CONFIG = {"tile": 2, "steps": 4, "num_warps": 4, "fp8_dot": True}
+CONFIG = {"tile": 2, "steps": 4, "num_warps": 4, "num_stages": 3, "fp8_dot": True}
 
 
 def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_context_len, validate=True):
@@ -81,5 +86,5 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
                           ROW_BYTES=contract.INDEXER_BLOCK_BYTES, ROW_FLOATS=ROW_FLOATS,
                           SCALE_OFF=SCALE_FLOAT_OFFSET,
                           FP8_DOT=CONFIG["fp8_dot"] and os.environ.get("DSV4_INDEXER_FP8", "1") != "0",
-                          num_warps=CONFIG["num_warps"])
+                          NUM_STAGES=CONFIG["num_stages"], num_warps=CONFIG["num_warps"])
     return out
