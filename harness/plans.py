@@ -36,7 +36,9 @@ def fingerprint(t):
     if t is None:
         return None
     host = t.detach().cpu().contiguous()
-    return Fingerprint(tuple(host.shape), str(host.dtype), host.numpy().copy())
+    values = host.numpy()
+    # a CPU tensor is its own host copy: copy it, so a later in-place change shows as a difference
+    return Fingerprint(tuple(host.shape), str(host.dtype), values.copy() if t.device.type == "cpu" else values)
 
 
 @dataclass
@@ -117,7 +119,7 @@ def compress_segments(prefix, extend, ratio, mode, state_rows=None, page_table=N
                                local == segments[req] - 1, prefix[req], end[req],
                                (np.cumsum(extend) - extend)[req]], axis=1)
     if mode == "paged":
-        table = np.asarray(page_table, dtype=np.int64)
+        table = np.asarray(page_table)  # int32, read only where a segment needs it
         width = table.shape[1]
         records[:, 7] = np.where(block < width, table[req, np.minimum(block, width - 1)], -1)
         records[:, 8] = np.where((block > 0) & (block <= width), table[req, np.clip(block - 1, 0, width - 1)], -1)

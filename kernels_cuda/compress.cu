@@ -94,7 +94,9 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
     if (c >= d) return;
     const int E = 4 * d;
-    const Segment seg = segment_of(segments, blockIdx.x);
+    const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
+    pdl_wait();  // kv_score and the state may come from the kernel before
+    pdl_launch_dependents();
     const bool pooling = pool && seg.o >= 0;
     if (!pooling && !store) return;
 
@@ -172,28 +174,37 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
     }
 }
 
-// Ratio 128: the block's positions in chunks of CHUNK, merged into a running (max, sum, weighted sum)
-// per channel. ring / paged: every position of a completed block is pooled, new rows are stored.
-// online: only the new positions, starting from the running state when the block began earlier;
-// the request's last segment writes the new running state (to `new_state[b]` when the planner
-// found a request that reads its state in one segment and writes it in another, else in place).
-// Four CTAs of 128 threads fit an SM (at most 128 registers a thread), so a 64K-token prefill's
-// 512 blocks run in one wave.
+// Ratio 128: a CTA is GROUPS warps over the same 32 x VEC channels; the block's positions are split
+// into GROUPS contiguous runs, one per warp, each pooled in chunks of CHUNK into a running (max, sum,
+// weighted sum) per channel, then merged in warp order (deterministic) by warp 0. ring / paged:
+// every position of a completed block is pooled, new rows are stored. online: only the new
+// positions, starting from the running state when the block began earlier; the request's last
+// segment writes the new running state (to `new_state[b]` when the planner found a request that
+// reads its state in one segment and writes it in another, else in place). Splitting positions
+// across warps keeps few-segment calls (a 4K-token chunk: 32 blocks) from running 128 positions
+// one after another in a single thread.
+constexpr int C128_GROUPS = 4;
+
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
+__global__ void __launch_bounds__(32 * C128_GROUPS, 4) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
         float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store) {
     constexpr int CHUNK = 4;
-    const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
-    if (c >= d) return;
+    __shared__ float partial[C128_GROUPS - 1][3][32 * VEC];  // (max, sum, weighted sum) of warps 1..
+    const int lane = threadIdx.x, group = threadIdx.y;
+    const int c = (blockIdx.y * 32 + lane) * VEC;
+    const bool active = c < d;
     const int E = 2 * d;
-    const Segment seg = segment_of(segments, blockIdx.x);
+    const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
+    pdl_wait();  // kv_score and the state may come from the kernel before
+    pdl_launch_dependents();
     const int o = seg.o;
     const long long base = 128 * seg.g;
     const long long lo = seg.prefix > base ? seg.prefix : base;  // first new position in the block
     const long long hi = seg.end < base + 128 ? seg.end : base + 128;
     const bool pooling = pool && (MODE == MODE_ONLINE || o >= 0);
     const bool storing = store && MODE != MODE_ONLINE;
+    if (!pooling && !storing) return;  // the same for every thread of the CTA
 
     float m[VEC], s[VEC], acc[VEC];
 #pragma unroll
@@ -203,7 +214,7 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
         acc[k] = 0.f;
     }
     const float* st = MODE == MODE_ONLINE ? state + (long long)seg.state * 3 * d : nullptr;
-    if (MODE == MODE_ONLINE && pooling && lo > base) {  // the block began in an earlier call
+    if (MODE == MODE_ONLINE && active && group == 0 && lo > base) {  // the block began in an earlier call
         Vec<VEC> m0, s0, v0;
         m0.load(st + c);
         s0.load(st + d + c);
@@ -218,13 +229,15 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
     // online reads only new positions; ring / paged pool the whole block, or store the new rows
     const long long first = (MODE == MODE_ONLINE || !pooling) ? lo : base;
     const long long last = (MODE == MODE_ONLINE || !pooling) ? hi : base + 128;
-    if (!pooling && !storing) return;
-    for (long long p0 = first; p0 < last; p0 += CHUNK) {
+    const long long per_group = (last - first + C128_GROUPS - 1) / C128_GROUPS;
+    const long long mine_lo = first + group * per_group;
+    const long long mine_hi = mine_lo + per_group < last ? mine_lo + per_group : last;
+    for (long long p0 = mine_lo; active && p0 < mine_hi; p0 += CHUNK) {
         Vec<VEC> y[CHUNK], x[CHUNK], bias[CHUNK];
 #pragma unroll
         for (int i = 0; i < CHUNK; ++i) {
             const long long p = p0 + i;
-            if (p < last) {
+            if (p < mine_hi) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
                 const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
                 if (p >= seg.prefix) {
@@ -240,7 +253,7 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i) {
                 const long long p = p0 + i;
-                if (p < seg.prefix || p >= hi) continue;
+                if (p < seg.prefix || p >= hi || p >= mine_hi) continue;
                 float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, state, E);
                 if (!dst) continue;
                 y[i].store(dst + c);
@@ -253,8 +266,7 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
             float xs[CHUNK], mc = -INFINITY;
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i) {
-                const long long p = p0 + i;
-                xs[i] = p < last ? x[i].v[k] + bias[i].v[k] : -INFINITY;
+                xs[i] = p0 + i < mine_hi ? x[i].v[k] + bias[i].v[k] : -INFINITY;
                 mc = fmaxf(mc, xs[i]);
             }
             const float m2 = fmaxf(m[k], mc);
@@ -264,7 +276,7 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
             for (int i = 0; i < CHUNK; ++i) {
                 const float w = expf(xs[i] - m2);
                 sc += w;
-                ac += w * (p0 + i < last ? y[i].v[k] : 0.f);
+                ac += w * (p0 + i < mine_hi ? y[i].v[k] : 0.f);
             }
             s[k] = s[k] * scale + sc;
             acc[k] = acc[k] * scale + ac;
@@ -272,6 +284,29 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
         }
     }
     if (!pooling) return;
+    if (group > 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            partial[group - 1][0][lane * VEC + k] = m[k];
+            partial[group - 1][1][lane * VEC + k] = s[k];
+            partial[group - 1][2][lane * VEC + k] = acc[k];
+        }
+    }
+    __syncthreads();
+    if (group > 0 || !active) return;
+#pragma unroll
+    for (int w = 0; w < C128_GROUPS - 1; ++w) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const float m1 = partial[w][0][lane * VEC + k];
+            if (m1 == -INFINITY) continue;  // a warp with no positions
+            const float m2 = fmaxf(m[k], m1);
+            const float a = expf(m[k] - m2), b = expf(m1 - m2);
+            s[k] = s[k] * a + partial[w][1][lane * VEC + k] * b;
+            acc[k] = acc[k] * a + partial[w][2][lane * VEC + k] * b;
+            m[k] = m2;
+        }
+    }
     Vec<VEC> v;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v.v[k] = acc[k] / s[k];
@@ -295,6 +330,8 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c128(
 __global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
                                             const int* __restrict__ segments, int d) {
     const Segment seg = segment_of(segments, blockIdx.x);
+    pdl_wait();
+    pdl_launch_dependents();
     if (!seg.last) return;
     float* dst = state + (long long)seg.state * 3 * d;
     const float* src = new_state + (long long)seg.b * 3 * d;

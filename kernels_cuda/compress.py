@@ -4,16 +4,25 @@ online state read and written by different segments (scratch, then commit). With
 validate=False the call does no host work that grows with the batch and never synchronises, so a
 CUDA graph can capture it."""
 
+import functools
+
 import numpy as np
 import torch
 
 from harness import contract, plans
 from kernels_cuda._loader import launch
 
-THREADS = 128  # per CTA; each thread owns VEC channels
+THREADS = 128  # per C4 CTA; each thread owns VEC channels
+PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with programmatic dependent launch
+C128_GROUPS = 4  # warps per C128 CTA, each over a run of the block's positions (compress.cu)
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(device):
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _vec(d, tensors):
@@ -34,17 +43,23 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         return out
     segments = plan["segments"]
     vec = _vec(d, (kv_score, ape, state, out))
-    threads = min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32)
-    grid = (plan["n_seg"], contract.cdiv(d, threads * vec))
+    if layout.ratio == 4:  # one thread per VEC channels
+        block = (min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32),)
+        grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
+    else:  # a warp per run of positions, C128_GROUPS runs over the same 32 x VEC channels
+        block = (32, C128_GROUPS)
+        grid = (plan["n_seg"], contract.cdiv(d, 32 * vec))
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
+    # a grid that fits the GPU in one wave starts while the kernel before it finishes (decode)
+    pdl = grid[0] * grid[1] <= PDL_CTAS_PER_SM * _sms(device)
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
             (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
-        launch("compress.cu", expr, grid, (threads,), (*args, segments, d, pool, store), device)
+        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store), device, pdl=pdl)
     if scratch is not None:
         launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
-               device)
+               device, pdl=pdl)
     return out
