@@ -128,6 +128,11 @@ def _compress_cases():
         _c("compress", "c128-online-d72", "c128-width", 52, ratio=128, d=72, mode="online", prefix=[126],
            steps=[[3]]),
         _c("compress", "c4-ring-d1", "c4-width", 53, ratio=4, d=1, mode="ring", prefix=[1, 0], steps=[[9, 4]]),
+        # a call with no new token at all (kv_score of 0 rows): nothing emitted, nothing written
+        _c("compress", "c4-paged-no-tokens", "c4-short-extend", 54, ratio=4, d=32, mode="paged", prefix=[6, 0],
+           steps=[[0, 0]]),
+        _c("compress", "c128-online-no-tokens", "c128-short-extend", 55, ratio=128, d=32, mode="online",
+           prefix=[130, 5], steps=[[0, 0]]),
     ]
     # full: the edge cases again at V4's main KV width (the only width some peers' kernels are built for)
     cases += [replace(c, name=f"{c.name}-d512", tier="full", params={**c.params, "d": 512}) for c in cases
@@ -169,6 +174,7 @@ def _indexer_cases():
         # max_context_len far past every context (engines pass the model's), table as wide
         _c("indexer_logits", "max-len-far-past", "padding", 11, context_lens=[5, 70, 0], heads=64,
            max_context_len=1000),
+        _c("indexer_logits", "max-len-0", "padding", 12, context_lens=[0, 0], heads=32, max_context_len=0),
         _c("indexer_logits", "long-context-h64", "long", 7, "full", context_lens=[16384, 4000, 9999, 65],
            heads=64, max_context_len=16384),
         _c("indexer_logits", "long-context-h32", "long", 8, "full", context_lens=[65536, 777], heads=32,
@@ -206,6 +212,7 @@ def _topk_cases():
            page_size=128),
         _c("topk_indices", "page-size-256-k2048", "pages", 17, seq_lens=[2048, 2049, 3000, 255], columns=3000,
            k=2048, page_size=256),
+        _c("topk_indices", "page-size-48", "pages", 23, seq_lens=[100, 1300], columns=1300, k=512, page_size=48),
         # rows past 65536 columns (16-bit column indices overflow there)
         _c("topk_indices", "past-65536-k2048", "long", 18, seq_lens=[70001, 5], columns=70001, k=2048,
            page_size=32),
@@ -441,7 +448,8 @@ def _fuzz_attention(rng):
         params["positions"] = [0] * _edge(rng, [1], 1, 4)
     else:
         ratio = rng.choice([4, 128])
-        positions = [_edge(rng, [0, 1, 126, 127, 128, 511, 4095, 65535], 0, 300000) for _ in range(_edge(rng, [1], 1, 4))]
+        rows = _edge(rng, [1], 1, 4)
+        positions = [_edge(rng, [0, 1, 126, 127, 128, 511, 4095, 65535], 0, 300000) for _ in range(rows)]
         if ratio == 4:
             topk = _edge(rng, [1, 16, 64, 512, 1024], 1, 1100)
         else:
@@ -510,7 +518,7 @@ def _shrink_params(op, p):
         for b in range(len(lens)) if len(lens) > 1 else ():
             add(context_lens=lens[:b] + lens[b + 1:], max_context_len=max(lens[:b] + lens[b + 1:]))
         for b in range(len(lens)):
-            for v in (0, _halve(lens[b]), lens[b] - 64, lens[b] - 1):
+            for v in (0, 1, _halve(lens[b]), lens[b] - 64, lens[b] - 1):
                 if 0 <= v < lens[b]:
                     add(context_lens=lens[:b] + [v] + lens[b + 1:])
         add(max_context_len=max(lens, default=0))
@@ -522,7 +530,7 @@ def _shrink_params(op, p):
             rest = lens[:b] + lens[b + 1:]
             add(seq_lens=rest, columns=max(rest), neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(rest)) or None)
         for b in range(len(lens)):
-            for v in (0, k, k + 1, _halve(lens[b]), lens[b] - 1):
+            for v in (0, 1, k, k + 1, _halve(lens[b]), lens[b] - 1):
                 if 0 <= v < lens[b]:
                     new = lens[:b] + [v] + lens[b + 1:]
                     add(seq_lens=new, neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(new)) or None)

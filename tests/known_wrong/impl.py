@@ -74,10 +74,13 @@ def make_backend(bug=None):
 
     def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, state_rows=None, page_table=None,
                  validate=True):
-        if on("kv_score_width_blamed_on_ape") and kv_score.dim() == 2 and ape.dim() == 2:
-            d = kv_score.shape[1] // contract.ROW_WIDTH_FACTOR[ratio]
+        factor = contract.ROW_WIDTH_FACTOR.get(ratio, 1)
+        if on("kv_score_width_blamed_on_ape") and ratio in contract.RATIOS and isinstance(kv_score, torch.Tensor) \
+                and kv_score.dim() == 2 and isinstance(ape, torch.Tensor) and kv_score.shape[1] % factor == 0:
+            d = kv_score.shape[1] // factor
             if tuple(ape.shape) != contract.APE_SHAPE[ratio](d):
-                raise contract.InputError("ape", f"expected shape {contract.APE_SHAPE[ratio](d)}, got {tuple(ape.shape)}")
+                want = contract.APE_SHAPE[ratio](d)
+                raise contract.InputError("ape", f"expected shape {want}, got {tuple(ape.shape)}")
         layout = contract.check_compress(kv_score, ape, state, ratio=ratio, prefix_lens=prefix_lens,
                                          extend_lens=extend_lens, mode=mode, state_rows=state_rows,
                                          page_table=page_table, validate=validate)
@@ -249,7 +252,8 @@ def make_backend(bug=None):
             full = layout.heads // 64 * 64
             out[:, full:], lse[:, full:] = 0.0, float("-inf")
         if on("attention_output_buffer_reused"):
-            return _cached(("attention-out", tuple(q.shape)), out.bfloat16()), _cached(("attention-lse", tuple(lse.shape)), lse)
+            return (_cached(("attention-out", tuple(q.shape)), out.bfloat16()),
+                    _cached(("attention-lse", tuple(lse.shape)), lse))
         return out.bfloat16(), lse
 
     return compress, indexer_logits, topk_indices, sparse_attention
