@@ -500,3 +500,310 @@ __global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float
     dst[1] = pack_bf16(acc.z * scale, acc.w * scale);
     if (threadIdx.x == 0) lse[row] = row_lse;
 }
+
+
+// ---------------------------------------------------------------------------------------------
+// dsv4_sparse_attention_wgmma (sm_90a): 64 heads per CTA of two warpgroups, Hopper's wgmma.
+//
+// Shared memory in the 128-byte-swizzle K-major layout of wgmma: a [rows x 512] bf16 matrix is
+// 8 column chunks of 64 dims; chunk c is [rows] lines of 128 bytes at c * rows * 128, and the
+// 16-byte unit j of line r sits at unit j ^ (r & 7) (1024-byte atoms of 8 lines). Q [64 heads]
+// and the gathered rows of a tile [64] both use it; cp.async applies the swizzle on the write.
+// Per tile of 64 gathered rows, warpgroup `half` (0, 1):
+// - S_half = Q[:, half dims] K[:, half dims]^T: wgmma m64n64k16 x 16, A and B from shared memory
+//   (K-major descriptors); the two partial S meet in shared memory (fp32) and each warpgroup adds
+//   the other's, so both hold the full S (a + b = b + a: identical in both);
+// - online softmax in fp32 (base 2) on the accumulator fragments;
+// - O[:, half dims] += P V[:, half dims]: wgmma m64n256k16 x 4, A = P from registers (the S
+//   accumulator of columns 16k..16k+15 is the A fragment of k-step k), B = the same gathered rows
+//   read MN-major (the 256 dims are N and contiguous, the rows are K): LBO = the 8 KB between
+//   64-dim chunks, SBO = the 1 KB between groups of 8 rows.
+// Two stages: tile i + 1 is copied while tile i is multiplied. heads must be a multiple of 64.
+// SPLIT as in the h64 kernel (dsv4_sparse_attention_combine merges the splits).
+
+#define WG_TILE 64
+#define WG_STAGES 2
+#define WG_CHUNK_BYTES(rows) ((rows) * 128)
+#define WG_MAT_BYTES (WG_TILE * DIM * 2)  // 64 lines x 1 KB
+// dynamic shared memory: 1024 bytes of alignment slack, Q, the stages, the S partials, the flags
+#define WG_SHARED_BYTES (1024 + WG_MAT_BYTES + WG_STAGES * WG_MAT_BYTES + 2 * 4 * 32 * 32 * 4 + WG_STAGES * WG_TILE * 4)
+
+// byte offset of the 16-byte piece `piece` (0..63) of line `r` in a swizzled [rows x 512] bf16 matrix
+__device__ __forceinline__ unsigned int swizzled_offset(int rows, int r, int piece) {
+    return (piece >> 3) * WG_CHUNK_BYTES(rows) + r * 128 + (((piece & 7) ^ (r & 7)) << 4);
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_AVAILABLE 1
+// wgmma shared memory descriptor, 128-byte swizzle (layout type 1); offsets in bytes
+__device__ __forceinline__ unsigned long long wg_desc(unsigned int smem_addr, unsigned int lbo, unsigned int sbo) {
+    return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// keeps the compiler from moving accumulator reads or writes across the asynchronous wgmma
+__device__ __forceinline__ void wg_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
+// d[64 x 64] += A[64 x 16] B[16 x 64]^T, both K-major in shared memory
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float* d, unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"  // scale-d: accumulate into d
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b));
+}
+
+#define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_D32(i) WG_D8(i), WG_D8(i + 8), WG_D8(i + 16), WG_D8(i + 24)
+// d[64 x 256] += A[64 x 16] (registers, bf16x2) B[16 x 256], B MN-major in shared memory (trans-b 1)
+__device__ __forceinline__ void wgmma_m64n256k16_rs(float* d, const unsigned int* a, unsigned long long b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"  // scale-d: accumulate into d
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "{%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
+        "}\n"
+        : WG_D32(0), WG_D32(32), WG_D32(64), WG_D32(96)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+#else
+#define WG_AVAILABLE 0
+#endif
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_wgmma(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                                unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                                int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    // 1024-byte alignment for the swizzle atoms (the swizzle works on shared address bits 4..9)
+    const unsigned int raw_addr = (unsigned int)__cvta_generic_to_shared(smem_raw);
+    unsigned char* smem = smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
+    unsigned char* q_s = smem;                                                   // [64 heads] swizzled
+    unsigned char* kv_s = q_s + WG_MAT_BYTES;                                    // [WG_STAGES][64 rows] swizzled
+    float* s_part = reinterpret_cast<float*>(kv_s + WG_STAGES * WG_MAT_BYTES);   // [2 halves][4 warps][32][32 lanes]
+    int* valid_s = reinterpret_cast<int*>(s_part + 2 * 4 * 32 * 32);            // [WG_STAGES][64]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
+
+    const int b = blockIdx.x, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
+    const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
+    const int k_begin = split * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    const int* idx_row = indices + (long long)b * K + k_begin;
+    const float scale2 = sm_scale * LOG2E;
+
+    // Q into shared memory; joins the first tile's commit group
+    const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // 64 pieces of 16 bytes a line
+    {
+        const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
+#pragma unroll 4
+        for (int r = line_first; r < 64; r += 4)
+            cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+    }
+
+    constexpr int LINES_PER_THREAD = WG_TILE / 4;  // 256 threads: 4 lines at a time
+    int idx_next[LINES_PER_THREAD];
+    auto load_idx = [&](int tile) {
+#pragma unroll
+        for (int k = 0; k < LINES_PER_THREAD; ++k) {
+            const int i = tile * WG_TILE + line_first + 4 * k;
+            idx_next[k] = i < n ? idx_row[i] : -1;
+        }
+    };
+    auto fetch = [&](int tile, int buf) {
+        if (tile * WG_TILE < n) {
+            unsigned char* dst = kv_s + buf * WG_MAT_BYTES;
+#pragma unroll
+            for (int k = 0; k < LINES_PER_THREAD; ++k) {
+                const int r = line_first + 4 * k, idx = idx_next[k];
+                if (idx >= 0) {
+                    cp_async16_l2_256(dst + swizzled_offset(WG_TILE, r, piece),
+                                      reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + swizzled_offset(WG_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (piece == 0) valid_s[buf * WG_TILE + r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    };
+
+    float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
+#pragma unroll
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    const int tiles = (n + WG_TILE - 1) / WG_TILE;
+    load_idx(0);
+    fetch(0, 0);
+    load_idx(1);
+    for (int i = 0; i < tiles; ++i) {
+        const int buf = i & 1;
+        cp_async_wait<0>();  // this thread's copies of tile i (and Q) have landed
+        // the copies and zero stores were generic-proxy writes; wgmma reads through the async proxy
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();  // everyone's have; and everyone left tile i - 1, whose buffer is refilled now
+        fetch(i + 1, buf ^ 1);
+        load_idx(i + 2);
+        const unsigned int tile_addr = kv_addr + buf * WG_MAT_BYTES;
+
+        // S over this warpgroup's 256 dims: chunks 4 half .. 4 half + 3, 4 k-steps of 32 bytes in each
+        float s[32];
+#pragma unroll
+        for (int j = 0; j < 32; ++j) s[j] = 0.f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) wg_fence_operand(s[j]);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 16; ++ks) {
+            const unsigned int off = (half * 4 + (ks >> 2)) * WG_CHUNK_BYTES(64) + (ks & 3) * 32;
+            wgmma_m64n64k16_ss(s, wg_desc(q_addr + off, 16, 1024), wg_desc(tile_addr + off, 16, 1024));
+        }
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int j = 0; j < 32; ++j) wg_fence_operand(s[j]);
+        float* mine = s_part + ((half * 4 + wq) * 32) * 32 + lane;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) mine[j * 32] = s[j];
+        __syncthreads();  // partials visible
+        const float* other = s_part + (((half ^ 1) * 4 + wq) * 32) * 32 + lane;
+
+        // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1)
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            const bool v0 = valid_s[buf * WG_TILE + nt * 8 + 2 * t], v1 = valid_s[buf * WG_TILE + nt * 8 + 2 * t + 1];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                // the same order of addition in both warpgroups: low half's partial first
+                const float mine_v = s[4 * nt + c], other_v = other[(4 * nt + c) * 32];
+                const float full = half == 0 ? mine_v + other_v : other_v + mine_v;
+                s[4 * nt + c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
+            }
+            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+        }
+        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+            sum_lo += s[4 * nt] + s[4 * nt + 1];
+            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+        m_lo = new_lo;
+        m_hi = new_hi;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            o[4 * j] *= alpha_lo;
+            o[4 * j + 1] *= alpha_lo;
+            o[4 * j + 2] *= alpha_hi;
+            o[4 * j + 3] *= alpha_hi;
+        }
+
+        // O += P V: k-step ks covers gathered rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
+        // N = dims half * 256 .. +255 (4 chunks, LBO 8 KB)
+        unsigned int p[4][4];
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+            p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+            p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+            p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+            p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+        }
+#pragma unroll
+        for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n256k16_rs(o, p[ks], wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(64) + ks * 16 * 128,
+                                                  WG_CHUNK_BYTES(64), 1024));
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+        // no barrier here: the next tile's top barrier orders these reads of s_part and the buffer
+        // before anyone rewrites them
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+
+    const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
+    if (SPLIT) {
+        const long long prow = ((long long)b * gridDim.z + split) * heads + h0 + g;
+        const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+        float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
+        float* p_hi = p_lo + 8 * DIM;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+            *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+        }
+        if (half == 0 && t == 0) {
+            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        }
+        return;
+    }
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
+    unsigned short* out_hi = out_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+        *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+    }
+    if (half == 0 && t == 0) {
+        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
+#endif
+}

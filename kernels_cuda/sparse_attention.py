@@ -1,20 +1,27 @@
 """CUDA `sparse_attention` (sparse_attention.cu).
 
-KERNEL "h64" (default): one 8-warp CTA per (query row, 64 heads, split of the index list), bf16
-tensor-core mma over gathered tiles of 32 rows, 3-stage cp.async; with several splits a combine
-kernel merges them. KERNEL "h16": the earlier kernel, one 4-warp CTA per (query row, 16 heads)."""
+KERNEL "wgmma" (Hopper, sm_90a, H a multiple of 64): one CTA of two warpgroups per (query row, 64
+heads, split of the index list), wgmma over gathered tiles of 64 rows (S = Q K^T from shared memory,
+O += P V with P from registers), 2-stage cp.async into the 128-byte-swizzle layout.
+KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
+3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
+KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
+KERNEL "auto" (default): wgmma where it applies, else h64 where its shared memory fits, else h16.
+`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma) in the environment sets KERNEL, to compare them."""
 
 import functools
+import os
 
 import torch
 
 from harness import contract
 from kernels_cuda._loader import launch
 
-KERNEL = "h64"
+KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
 
 TILE, KV_STRIDE = 32, 1040  # as in sparse_attention.cu
+KV_ROW_BYTES = 1024  # 512 bf16
 # h16
 HEADS_PER_CTA = 16
 WARPS = 4
@@ -22,6 +29,9 @@ SHARED_BYTES = 2 * TILE * KV_STRIDE + WARPS * 16 * 32 * 4 + 2 * TILE * 4
 # h64
 H64_HEADS, H64_WARPS, STAGES = 64, 8, 3
 H64_SHARED_BYTES = STAGES * TILE * KV_STRIDE + H64_WARPS * 16 * 32 * 4 + STAGES * TILE * 4 + H64_HEADS * KV_STRIDE
+# wgmma: alignment slack, Q, 2 stages of 64 swizzled rows, the two warpgroups' S partials, the flags
+WG_TILE, WG_STAGES = 64, 2
+WG_SHARED_BYTES = 1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_BYTES + 2 * 64 * 64 * 4 + WG_STAGES * WG_TILE * 4
 MAX_SPLITS = 64
 MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
 PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
@@ -52,6 +62,13 @@ def _splits(ctas, topk, sms):
     return best
 
 
+def _wgmma_applies(q, kv, heads):
+    """Hopper (the loader builds sm_90a there), whole 64-head blocks, 16-byte aligned bases for cp.async."""
+    if torch.cuda.get_device_capability(q.device) != (9, 0) or heads % H64_HEADS:
+        return False
+    return (_shared_optin(q.device) >= WG_SHARED_BYTES and q.data_ptr() % 16 == 0 and kv.data_ptr() % 16 == 0)
+
+
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
@@ -61,17 +78,22 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         return out, lse
     has_sink = "true" if attn_sink is not None else "false"
     sink = attn_sink if attn_sink is not None else lse
+    kernel = KERNEL
+    if kernel in ("auto", "wgmma"):  # a forced wgmma still needs its shapes and architecture
+        kernel = "wgmma" if _wgmma_applies(q, kv, layout.heads) else "h64"
     # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not
-    if KERNEL == "h16" or _shared_optin(q.device) < H64_SHARED_BYTES:
+    if kernel == "h16" or _shared_optin(q.device) < H64_SHARED_BYTES:
         launch("sparse_attention.cu", f"dsv4_sparse_attention<{has_sink}>",
                (layout.batch, contract.cdiv(layout.heads, HEADS_PER_CTA)), (WARPS * 32,),
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
+    wgmma = kernel == "wgmma"
+    tile = WG_TILE if wgmma else TILE
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or _splits(layout.batch * head_blocks, topk, _sm_count(q.device))
-    chunk = contract.cdiv(contract.cdiv(topk, splits), TILE) * TILE  # whole tiles; only the list's end is ragged
+    chunk = contract.cdiv(contract.cdiv(topk, splits), tile) * tile  # whole tiles; only the list's end is ragged
     splits = contract.cdiv(topk, chunk)
     if splits > 1:
         part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
@@ -79,10 +101,11 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    launch("sparse_attention.cu", f"dsv4_sparse_attention_h64<{has_sink}, {'true' if splits > 1 else 'false'}>",
-           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),
+    launch("sparse_attention.cu",
+           f"dsv4_sparse_attention_{'wgmma' if wgmma else 'h64'}<{has_sink}, {'true' if splits > 1 else 'false'}>",
+           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),  # both kernels: 8 warps
            (q, kv, indices, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, float(sm_scale)),
-           q.device, shared_mem=H64_SHARED_BYTES)
+           q.device, shared_mem=WG_SHARED_BYTES if wgmma else H64_SHARED_BYTES)
     if splits > 1:
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
                (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device)
