@@ -68,8 +68,11 @@ def _topk(x):
 def _attention(x):
     q, kv, idx = x.args
     valid = int((idx >= 0).sum())
+    # a row picked by many query tokens (prefill: the tokens of one request share most of their
+    # top-k) comes from HBM once: the floor counts distinct rows, the FLOPs every pick
+    distinct = int(torch.unique(idx[idx >= 0]).numel())
     batch, heads, dim = q.shape
-    moved = q.numel() * 2 * 2 + valid * dim * 2 + idx.numel() * 4 + batch * heads * 4  # q in, out, rows, lse
+    moved = q.numel() * 2 * 2 + distinct * dim * 2 + idx.numel() * 4 + batch * heads * 4  # q in, out, rows, lse
     return Work(moved, 4 * heads * dim * valid)  # q.k and p.v
 
 
