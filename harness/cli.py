@@ -239,10 +239,8 @@ def _usage_error(message):
     sys.exit(2)
 
 
-# what to install when a registered backend's package is missing
-EXTRAS = {"triton": "pip install 'dsv4-sparse-harness[triton]'", "cuda": "pip install 'dsv4-sparse-harness[cuda]'",
-          **{peer: "the peer wheels: bash ci/peer_wheels.sh, then pip install --no-deps .whl/*.whl"
-             for peer in ("sglang", "deepgemm", "flashmla", "flashinfer")}}
+# the extra to install when a registered backend's package is missing (the peers' own reasons name their wheels)
+EXTRAS = {"triton": "pip install 'dsv4-sparse-harness[triton]'", "cuda": "pip install 'dsv4-sparse-harness[cuda]'"}
 
 
 def _backends(names, device):
