@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // Hopper path (sm_90a only): dsv4_indexer_logits_wgmma. fp8 tensor-core MMA (wgmma e4m3 x e4m3 ->
 // f32, QGMMA in SASS) under SPEC 5's revised bound (rel. L2 3e-4 per row; QGMMA measured 1.0e-4 to
 // 1.4e-4). One warpgroup (128 threads) per CTA, a persistent grid of as many CTAs as fit (4 per SM
-// with 53.5 KB of shared memory each; the host asks the occupancy calculator):
+// with 50.3 KB of shared memory each at the default 5 stages; the host asks the occupancy calculator):
 // the live cache blocks of all requests (sum of ceil(context_len / 64)) are one list, cut into
 // gridDim.x contiguous ranges of equal length, so unequal context lengths balance across the SMs.
 // Per block: D[64 keys x 64 heads] = keys[64 x 128] . q[64 x 128]^T, four m64n64k32 steps that
@@ -189,10 +189,14 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // Heads > 64 or another architecture: the fp16 mma.sync kernel above (the Python side dispatches).
 
 #define WG_THREADS 128
-#define WG_STAGES 5
+// Ring depth: a template parameter (4, 5 or 6 are built; the launcher picks, DSV4_INDEXER_STAGES
+// overrides). 5: 51456 B, 4 CTAs an SM; 4: 43008 B, 5 CTAs; 6: 59904 B, 3 CTAs. In flight an SM:
+// CTAs x (stages - 1) blocks = 16, 15, 15; what differs is the CTA count, so the share size and the
+// last-share tail (a share is floor or ceil of blocks / CTAs: at b64 x 16384 entries, 528 CTAs give
+// 31 or 32 blocks, 3 % over the mean; 660 CTAs give 24 or 25, 0.8 %).
 #define WG_HEADS 64
 #define WG_KEY_TILE (BLOCK_ENTRIES * KEY_DIM)  // 8192 bytes, a multiple of the 1024-byte swizzle atom
-#define WG_SMEM_BYTES (1024 /* alignment slack */ + WG_KEY_TILE * (1 + WG_STAGES) + WG_STAGES * BLOCK_ENTRIES * 4)
+// dynamic shared memory of a STAGES-deep ring: 1024 (alignment slack) + q + STAGES x (keys + scales)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -303,6 +307,7 @@ __device__ __forceinline__ void prefetch_request_l2(const unsigned char* q, cons
 
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 
+template <int WG_STAGES>
 __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         const unsigned char* __restrict__ q, const float* __restrict__ weights, const unsigned char* __restrict__ cache,
         const int* __restrict__ context_lens, const int* __restrict__ block_table, long long table_stride,
@@ -316,6 +321,17 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     unsigned char* k_s = smem + WG_KEY_TILE;                     // [STAGES][64][128] swizzled
     float* scale_s = (float*)(k_s + WG_STAGES * WG_KEY_TILE);    // [STAGES][64]
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+
+    // A guess at this CTA's block-table entries, toward L2 while the context lengths load: the share
+    // starts at fraction blockIdx / gridDim of the list, which for equal context lengths and a table
+    // as wide as the longest request is the same fraction of the table. Right, the first fetch's table
+    // load after the scan hits L2 instead of making a second DRAM round trip before any key is asked
+    // for; wrong (unequal lengths, wider tables), a wasted 256-byte prefetch.
+    if (tid < 2) {
+        const long long table_ints = (long long)batch * table_stride;
+        const long long at = table_ints * blockIdx.x / gridDim.x + tid * 32;  // two 128-byte lines
+        if (at < table_ints) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(block_table + at));
+    }
 
     // this CTA's contiguous range of the live-block list
     int mine = 0;

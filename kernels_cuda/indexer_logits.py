@@ -21,8 +21,22 @@ WARPS = 4
 BLOCKS_PER_CTA = 8  # as in indexer_logits.cu
 WGMMA_THREADS = 128  # one warpgroup, as WG_THREADS in indexer_logits.cu
 WGMMA_HEADS = 64  # WG_HEADS: one m64 tile of heads
-WGMMA_STAGES = 5  # WG_STAGES
-WGMMA_SMEM = 1024 + contract.INDEXER_KEY_BYTES * (1 + WGMMA_STAGES) + WGMMA_STAGES * 64 * 4  # WG_SMEM_BYTES
+WGMMA_STAGES = (4, 5, 6)  # ring depths built (the kernel's template argument)
+# default ring depth; DSV4_INDEXER_STAGES=4|6 picks another (to compare on the GPU: the CTA count, and so
+# the share size and the last-share tail, changes with it; see the .cu)
+WGMMA_DEFAULT_STAGES = 5
+
+
+def _wgmma_smem(stages):
+    """Dynamic shared memory of the ring: alignment slack, q, stages x (keys + scales)."""
+    return 1024 + contract.INDEXER_KEY_BYTES * (1 + stages) + stages * 64 * 4
+
+
+def _wgmma_stages():
+    stages = int(os.environ.get("DSV4_INDEXER_STAGES", WGMMA_DEFAULT_STAGES))
+    if stages not in WGMMA_STAGES:
+        raise ValueError(f"DSV4_INDEXER_STAGES={stages}: built ring depths are {WGMMA_STAGES}")
+    return stages
 
 
 def _use_wgmma(q_fp8, kv_cache, heads):
@@ -35,12 +49,12 @@ def _use_wgmma(q_fp8, kv_cache, heads):
 
 
 @functools.lru_cache(maxsize=None)
-def _wgmma_grid(device_index):
+def _wgmma_grid(device_index, stages):
     """Persistent grid: as many CTAs as fit on all SMs at once (every CTA's share runs in one wave)."""
     from cupy_backends.cuda.api import driver
-    fn = _loader.kernel("indexer_logits.cu", "dsv4_indexer_logits_wgmma", torch.device("cuda", device_index))
-    _loader._opt_in_shared(fn, WGMMA_SMEM)
-    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, WGMMA_THREADS, WGMMA_SMEM)
+    fn = _loader.kernel("indexer_logits.cu", f"dsv4_indexer_logits_wgmma<{stages}>", torch.device("cuda", device_index))
+    _loader._opt_in_shared(fn, _wgmma_smem(stages))
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.ptr, WGMMA_THREADS, _wgmma_smem(stages))
     return max(1, per_sm) * torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
@@ -52,10 +66,11 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
         return out
     table_stride = np.int64(block_table.stride(0))
     if _use_wgmma(q_fp8, kv_cache, layout.heads):
-        grid = (_wgmma_grid(_loader._index(q_fp8.device)),)
-        launch("indexer_logits.cu", "dsv4_indexer_logits_wgmma", grid, (WGMMA_THREADS,),
+        stages = _wgmma_stages()
+        grid = (_wgmma_grid(_loader._index(q_fp8.device), stages),)
+        launch("indexer_logits.cu", f"dsv4_indexer_logits_wgmma<{stages}>", grid, (WGMMA_THREADS,),
                (q_fp8, weights, kv_cache, context_lens, block_table, table_stride, out, max_context_len,
-                layout.heads, layout.batch), q_fp8.device, shared_mem=WGMMA_SMEM)
+                layout.heads, layout.batch), q_fp8.device, shared_mem=_wgmma_smem(stages))
     else:
         grid = (layout.batch, contract.cdiv(max_context_len, contract.INDEXER_BLOCK * BLOCKS_PER_CTA))
         launch("indexer_logits.cu", "dsv4_indexer_logits", grid, (WARPS * 32,),
