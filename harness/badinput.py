@@ -78,6 +78,19 @@ def sliced(*index):
     return lambda t, dev: t[index].contiguous()
 
 
+@dataclass(frozen=True)
+class PlanOf:
+    """Stands for a plan that the backend's own planner (SPEC 7) makes from the call's metadata with
+    `changes` applied; check_bad_input makes it (a backend without that planner skips the case)."""
+    changes: tuple  # (argument, value maker) pairs
+
+
+def plan_of(**changes):
+    def mutate(a, kw, dev):
+        kw["plan"] = PlanOf(tuple(changes.items()))
+    return mutate
+
+
 def page_written_by_two(a, kw, dev):  # request 1's block 0 points at a page request 0 writes
     kw["page_table"][1, 0] = kw["page_table"][0, 2]
 
@@ -161,6 +174,12 @@ BAD_INPUTS = [
     B("compress", "page_table", "too few columns", "paged", kwarg("page_table", sliced(_, slice(0, 1)))),
     B("compress", "page_table", "1 row for 2 requests", "paged", kwarg("page_table", sliced(slice(0, 1)))),
     B("compress", "page_table", "a written page shared by two requests", "paged", page_written_by_two),
+    B("compress", "plan", "made from other prefix_lens", "ring", plan_of(prefix_lens=i32(4, 0))),
+    B("compress", "plan", "made from other extend_lens (same sum)", "ring", plan_of(extend_lens=i32(8, 3))),
+    B("compress", "plan", "made from other state_rows", "ring", plan_of(state_rows=i32(2, 0))),
+    B("compress", "plan", "made for ratio 128", "ring", plan_of(ratio=value(128))),
+    B("compress", "plan", "made from another page table", "paged", plan_of(page_table=lambda t, dev: t.flip(0))),
+    B("compress", "plan", "not a plan", "ring", kwarg("plan", value("plan"))),
 
     B("indexer_logits", "q_fp8", "float32", "indexer", arg(0, cast(torch.float32))),
     B("indexer_logits", "q_fp8", "head dim 64", "indexer", arg(0, sliced(_, _, slice(0, 64)))),

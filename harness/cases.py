@@ -279,10 +279,10 @@ def _b(op, name, seed, **params):
 
 
 _DECODE_64 = [65536 + 97 * i for i in range(64)]  # decode positions around 64K tokens
-# top-k rows of mixed lengths, as engines batch requests of different contexts: 512 to 262144 columns
-_TOPK_MIXED_64 = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
 _DECODE_256 = [65536 + 97 * i for i in range(256)]
 _HCA_64 = [(1 << 20) - 1 - 3 * i for i in range(64)]  # HCA decode near 1M tokens: 8192 visible entries
+# top-k rows of mixed lengths, as engines batch requests of different contexts: 512 to 262144 columns
+_TOPK_MIXED_64 = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
 # indexer contexts of mixed lengths in one batch: 1024 to 65536 entries (4K to 256K tokens)
 _INDEXER_MIXED_64 = [min(65536, (1024 << (i % 7)) + 61 * i) for i in range(64)]
 # MTP decode: rows at positions p and p+1 of each request; entry j is visible iff 4j + 3 <= p
@@ -299,6 +299,20 @@ BENCH = {
            steps=[[1] * 64]),
         _b("compress", "c128-online-decode-b512", 105, ratio=128, d=512, mode="online",
            prefix=[4096 + 13 * i for i in range(512)], steps=[[1] * 512]),
+        _b("compress", "c4-ring-decode-b64", 130, ratio=4, d=512, mode="ring", prefix=_DECODE_64, steps=[[1] * 64]),
+        _b("compress", "c128-ring-decode-b64", 131, ratio=128, d=512, mode="ring", prefix=_DECODE_64,
+           steps=[[1] * 64]),
+        _b("compress", "c128-ring-prefill-64k", 132, ratio=128, d=512, mode="ring", prefix=[0], steps=[[65536]]),
+        _b("compress", "c4-paged-decode-b1", 133, ratio=4, d=512, mode="paged", prefix=_DECODE_64[3:4],
+           steps=[[1]]),
+        _b("compress", "c128-online-decode-b1", 134, ratio=128, d=512, mode="online", prefix=[65535], steps=[[1]]),
+        # chunked prefill: a 4096-token extend after a 60K prefix (the window read partly from the state)
+        _b("compress", "c4-paged-chunk-4k-after-60k", 135, ratio=4, d=512, mode="paged", prefix=[61442],
+           steps=[[4096]]),
+        _b("compress", "c128-online-chunk-4k-after-60k", 136, ratio=128, d=512, mode="online", prefix=[61442],
+           steps=[[4096]]),
+        _b("compress", "c4-paged-decode-b64-d128", 137, ratio=4, d=128, mode="paged", prefix=_DECODE_64,
+           steps=[[1] * 64]),  # the indexer's compressor (d = 128)
         _b("indexer_logits", "b64-64k-tokens", 106, context_lens=[16384] * 64, heads=64, max_context_len=16384),
         _b("indexer_logits", "b64-256k-tokens", 107, context_lens=[65536] * 64, heads=64, max_context_len=65536),
         _b("indexer_logits", "b1-256k-tokens", 180, context_lens=[65536], heads=64, max_context_len=65536),
@@ -345,8 +359,17 @@ BENCH = {
            topk=1024),
         _b("compress", "c4-paged-decode-b256", 125, ratio=4, d=512, mode="paged",
            prefix=[(1 << 19) + 7 * i for i in range(256)], steps=[[1] * 256]),
+        _b("compress", "c128-online-decode-b256", 126, ratio=128, d=512, mode="online",
+           prefix=[(1 << 19) + 7 * i for i in range(256)], steps=[[1] * 256]),
+        _b("compress", "c4-paged-prefill-32k", 127, ratio=4, d=512, mode="paged", prefix=[0], steps=[[32768]]),
     ],
 }
+
+
+def preset_of(case):
+    """The model whose benchmark set holds the case (its layer count prices a forward step);
+    v4-flash for a case of no set."""
+    return next((name for name, group in BENCH.items() if case in group), "v4-flash")
 
 
 def _bad_input_cases():

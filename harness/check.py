@@ -10,7 +10,7 @@ bits (top-k: the same set per row). Bad-input cases require a ValueError naming 
 from __future__ import annotations
 
 import contextlib
-import functools
+import inspect
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -105,23 +105,84 @@ def outputs_outlived(first, kept, again):
     return None
 
 
-def run_op(module, case, x, **options):
-    """Call the op of `case` from `module` on inputs x (updated in place); outputs as a dict."""
-    op = functools.partial(getattr(module, case.op), **options)
+def op_calls(case, x):
+    """The calls a case makes, as (args, kwargs) on x's tensors: one, or a compress chain's steps
+    (each step's kv_score and lengths built here, before any call, so a graph can capture the calls)."""
+    if case.op == "compress" and len(x.extra["steps"]) > 1:
+        kv, ape, state = x.args
+        kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
+        return [((step_kv, ape, state), {**kw, "prefix_lens": p, "extend_lens": e})
+                for step_kv, p, e in I.compress_steps(x, x.extra["steps"])]
+    return [(tuple(x.args), dict(x.kwargs))]
+
+
+def planner(module, op):
+    """The backend's planner for op (SPEC 7), or None."""
+    return getattr(module, f"{op}_plan", None)
+
+
+def make_plan(module, op, args, kwargs, validate=True, **changes):
+    """The backend's plan for one call, from the call's metadata (its planner's parameters), with
+    `changes` (argument -> value) applied."""
+    plan_fn = planner(module, op)
+    named = inspect.signature(getattr(references, op)).bind_partial(*args, **kwargs).arguments
+    params = inspect.signature(plan_fn).parameters
+    chosen = {name: named[name] for name in params if name in named}
+    chosen.update(changes)
+    chosen["validate"] = validate
+    return plan_fn(**chosen)
+
+
+def make_plans(module, case, calls, validate=True):
+    """One plan per call where the backend plans this op, else None."""
+    if planner(module, case.op) is None:
+        return None
+    return [make_plan(module, case.op, a, kw, validate=validate) for a, kw in calls]
+
+
+def run_calls(module, case, x, calls, plans=None, **options):
+    """Run the calls (op_calls of x) with their plans if given; the case's outputs as a dict."""
+    op = getattr(module, case.op)
+    results = [op(*a, **{**kw, **options, **({"plan": plans[i]} if plans else {})}) for i, (a, kw) in enumerate(calls)]
     if case.op == "compress":
         kv, ape, state = x.args
-        if len(x.extra["steps"]) == 1:  # one call: the inputs as built (nothing rebuilt inside a timed call)
-            return {"out": x.call(op), "state": state}
-        kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
-        outs = [op(step_kv, ape, state, prefix_lens=p, extend_lens=e, **kw)
-                for step_kv, p, e in I.compress_steps(x, x.extra["steps"])]
-        return {"out": torch.cat(outs) if outs else kv.new_zeros(0, ape.shape[-1]), "state": state}
+        out = results[0] if len(results) == 1 else (torch.cat(results) if results else kv.new_zeros(0, ape.shape[-1]))
+        return {"out": out, "state": state}
     if case.op == "indexer_logits":
-        return {"logits": x.call(op)}
+        return {"logits": results[0]}
     if case.op == "topk_indices":
-        return {"indices": x.call(op)}
-    out, lse = x.call(op)
+        return {"indices": results[0]}
+    out, lse = results[0]
     return {"out": out, "lse": lse}
+
+
+def run_op(module, case, x, planned=False, **options):
+    """Call the op of `case` from `module` on inputs x (updated in place); outputs as a dict.
+    planned: with the backend's plans (made first), where it has a planner."""
+    calls = op_calls(case, x)
+    return run_calls(module, case, x, calls, make_plans(module, case, calls) if planned else None, **options)
+
+
+def graph_run(module, case, x):
+    """The planned calls (validate=False) captured in one CUDA graph, the state restored, then one
+    replay: its outputs. Raises where a call synchronises or otherwise cannot be captured."""
+    calls = op_calls(case, x)
+    plans = make_plans(module, case, calls)
+    state = x.args[2].clone() if case.op == "compress" else None
+    device = x.args[0].device
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):  # warm-up off the capture (first launches load modules, compile)
+        run_calls(module, case, x, calls, plans, validate=False)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = run_calls(module, case, x, calls, plans, validate=False)
+    if state is not None:  # a replay is a new call: it starts from the state the case began with
+        x.args[2].copy_(state)
+    graph.replay()
+    torch.cuda.synchronize(device)
+    return {name: t.clone() for name, t in outs.items()}
 
 
 def compare_outputs(case, x, got, ref):
@@ -165,6 +226,16 @@ def check_bad_input(backend, case, device) -> CaseResult:
     bad = dict(badinput.names(case.op))[case.params["bad"]]
     result = CaseResult(case, backend.name, device, "pass")
     args, kwargs, state = badinput.build(bad, device)
+    if bad.argument == "plan" and planner(backend.module, case.op) is None:
+        result.status, result.message = "skip", f"{backend.name} exports no {case.op}_plan"
+        return result
+    if isinstance(kwargs.get("plan"), badinput.PlanOf):  # made by the backend's own planner
+        changes = {name: make(kwargs.get(name), torch.device(device)) for name, make in kwargs["plan"].changes}
+        try:
+            kwargs["plan"] = make_plan(backend.module, case.op, args, kwargs, validate=False, **changes)
+        except Exception as err:
+            result.status, result.message = "error", f"{case.op}_plan raised {_describe(err)}"
+            return result
     before = state.clone() if state is not None else None
     try:
         getattr(backend.module, case.op)(*args, **kwargs)
@@ -246,6 +317,8 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
                 result.status, result.message = "fail", outputs_outlived(got, kept, again)
         except Exception as err:
             result.status, result.message = "error", f"{backend.name} raised on the rerun: {_describe(err)}"
+    if result.status == "pass" and planner(backend.module, case.op) is not None:
+        result.status, result.message = check_plans(backend, case, device, x, got)
     if result.status == "fail":
         entry = known.match(backend.name, case.op, result.message)
         if entry:
@@ -254,6 +327,31 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
         result.outputs = {"got": got, "inputs": x}
     result.seconds = time.perf_counter() - start
     return result
+
+
+def check_plans(backend, case, device, x, got):
+    """SPEC 7: the planned call gives the bits of the unplanned one; on CUDA the planned call with
+    validate=False is captured in a CUDA graph and a replay gives them too. (status, message)."""
+    try:
+        poison_free_memory(device)
+        planned = run_op(backend.module, case, x.clone(), planned=True)
+    except Exception as err:
+        return "error", f"{backend.name} raised on the planned call: {_describe(err)}"
+    differs = rerun_differs(case, got, planned)
+    if differs:
+        return "fail", f"{differs}: the call with a plan gave other bits than the call without (SPEC 7: the same result)"
+    if torch.device(device).type != "cuda":
+        return "pass", ""
+    try:
+        poison_free_memory(device)
+        replayed = graph_run(backend.module, case, x.clone())
+    except Exception as err:
+        return "fail", (f"the planned call (validate=False) could not be captured in a CUDA graph (SPEC 7: it may "
+                        f"not synchronise): {_describe(err)}")
+    differs = rerun_differs(case, got, replayed)
+    if differs:
+        return "fail", f"{differs}: a CUDA-graph replay of the planned call gave other bits than the eager call"
+    return "pass", ""
 
 
 SHRINK_BUDGET_S = 120.0  # seconds spent shrinking one failing fuzz case

@@ -329,15 +329,27 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
     if kv_cache.shape[1] != INDEXER_BLOCK_BYTES:
         raise InputError("kv_cache", f"expected [num_blocks, {INDEXER_BLOCK_BYTES}] "
                                      f"(64 x 128 e4m3 keys then 64 float32 scales), got {tuple(kv_cache.shape)}")
-    _tensor("context_lens", context_lens, torch.int32, 1, device)
-    _shape("context_lens", context_lens, (batch,))
+    _shape("context_lens", _tensor("context_lens", context_lens, torch.int32, 1, device), (batch,))
+    lens = check_indexer_metadata(context_lens, block_table, max_context_len=max_context_len, validate=validate)
+    if not validate:
+        return IndexerLayout(batch, heads, None)
+    table = _host_table(block_table)
+    for b, n in enumerate(lens):
+        _range("block_table", table[b][:cdiv(n, INDEXER_BLOCK)], 0, kv_cache.shape[0] - 1, "block of kv_cache", row=b)
+    return IndexerLayout(batch, heads, lens)
+
+
+def check_indexer_metadata(context_lens, block_table, *, max_context_len, validate=True):
+    """What the indexer's metadata allows on its own (its planner's checks, SPEC 7); the blocks
+    against the cache's size are check_indexer_logits'. Host context lengths when validated."""
+    _tensor("context_lens", context_lens, torch.int32, 1)
+    device, batch = context_lens.device, context_lens.shape[0]
     _tensor("block_table", block_table, torch.int32, 2, device)
     if block_table.shape[0] != batch:
         raise InputError("block_table", f"expected {batch} rows (one per request), got {block_table.shape[0]}")
     _int("max_context_len", max_context_len, minimum=0)
     if not validate:
-        return IndexerLayout(batch, heads, None)
-
+        return None
     lens = _host(context_lens)
     max_blocks = block_table.shape[1]
     over = [b for b, n in enumerate(lens) if n > max_context_len]
@@ -352,8 +364,8 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
         if needed > max_blocks:
             raise InputError("block_table", f"request {b} has {n} entries = {needed} blocks, "
                                             f"but the table has {max_blocks} columns")
-        _range("block_table", table[b][:needed], 0, kv_cache.shape[0] - 1, "block of kv_cache", row=b)
-    return IndexerLayout(batch, heads, lens)
+        _range("block_table", table[b][:needed], 0, INT32_MAX, "block of kv_cache", row=b)
+    return lens
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,18 +383,38 @@ def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, val
     _tensor("logits", logits, torch.float32, 2)
     device = logits.device
     batch, columns = logits.shape
-    _tensor("seq_lens", seq_lens, torch.int32, 1, device)
-    _shape("seq_lens", seq_lens, (batch,))
+    _shape("seq_lens", _tensor("seq_lens", seq_lens, torch.int32, 1, device), (batch,))
+    _tensor("page_table", page_table, torch.int32, 2, device)
+    _int("k", k, minimum=1)
+    _int("page_size", page_size, minimum=1)
+    if validate:
+        _range("seq_lens", _host(seq_lens), 0, columns, "seq_len (columns of logits)")
+    lens = check_topk_metadata(seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    if not validate:
+        return TopkLayout(batch, columns, None)
+    if batch and columns:  # rows on the long path (seq_len > k) are compared, so no NaN may be there
+        read = (torch.arange(columns, device=device)[None, :] < seq_lens[:, None]) & (seq_lens[:, None] > k)
+        bad = torch.isnan(logits) & read
+        if bool(bad.any()):
+            b, t = (int(i) for i in bad.nonzero()[0])
+            raise InputError("logits", f"NaN at row {b}, column {t}, inside seq_lens[{b}] = {lens[b]}")
+    return TopkLayout(batch, columns, lens)
+
+
+def check_topk_metadata(seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    """What top-k's metadata allows on its own (its planner's checks, SPEC 7); seq_lens against the
+    logits' width is check_topk_indices'. Host seq_lens when validated."""
+    _tensor("seq_lens", seq_lens, torch.int32, 1)
+    device, batch = seq_lens.device, seq_lens.shape[0]
     _tensor("page_table", page_table, torch.int32, 2, device)
     if page_table.shape[0] != batch:
         raise InputError("page_table", f"expected {batch} rows (one per request), got {page_table.shape[0]}")
     _int("k", k, minimum=1)
     _int("page_size", page_size, minimum=1)
     if not validate:
-        return TopkLayout(batch, columns, None)
-
+        return None
     lens = _host(seq_lens)
-    _range("seq_lens", lens, 0, columns, "seq_len (columns of logits)")
+    _range("seq_lens", lens, 0, INT32_MAX, "seq_len")
     table = _host_table(page_table)
     max_pages = page_table.shape[1]
     for b, n in enumerate(lens):
@@ -392,13 +424,7 @@ def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, val
                                            f"but the table has {max_pages} columns")
         _range("page_table", table[b][:needed], 0, INT32_MAX // page_size - 1,
                "page (needed: the first ceil(seq_len/page_size) pages)", row=b)
-    if batch and columns:  # rows on the long path (seq_len > k) are compared, so no NaN may be there
-        read = (torch.arange(columns, device=device)[None, :] < seq_lens[:, None]) & (seq_lens[:, None] > k)
-        bad = torch.isnan(logits) & read
-        if bool(bad.any()):
-            b, t = (int(i) for i in bad.nonzero()[0])
-            raise InputError("logits", f"NaN at row {b}, column {t}, inside seq_lens[{b}] = {lens[b]}")
-    return TopkLayout(batch, columns, lens)
+    return lens
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,8 +62,10 @@ def test_every_peer_declines_the_ops_it_lacks_after_validation():
     backend = backends.Backend("flashmla", flashmla_sparse)
     declined = K.check_case(backend, C.find("topk_indices", "long-k512"), "cpu")
     assert declined.status == "skip" and "FlashMLA has no topk_indices kernel" in declined.message
-    bad = [c for c in C.select(["compress"]) if c.family == "bad-input"]
+    bad = [c for c in C.select(["compress"]) if c.family == "bad-input" and not c.name.startswith("bad-plan")]
     assert all(K.check_case(backend, c, "cpu").ok for c in bad)  # bad input still named first
+    planless = [K.check_case(backend, c, "cpu") for c in C.select(["compress"]) if c.name.startswith("bad-plan")]
+    assert planless and all(r.status == "skip" and "exports no compress_plan" in r.message for r in planless)
 
 
 # --- DeepGEMM: the SPEC cache seen as [blocks, 64, 1, 132], q with next_n = 1, 2-D context_lens
