@@ -9,6 +9,7 @@ The sources need no headers: bf16 and e4m3 conversions are written out.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 from pathlib import Path
 
@@ -21,13 +22,14 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 # source file -> the template instantiations it exports (NVRTC name expressions); every kernel is
 # named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
 KERNELS = {
-    "compress.cu": ["dsv4_compress_pool<4, 8>", "dsv4_compress_pool<128, 128>", "dsv4_compress_store",
-                    "dsv4_compress_online"],
-    "indexer_logits.cu": ["dsv4_indexer_logits"],
+    "compress.cu": [f"dsv4_compress_c{r}<{v}, {m}>" for r in (4, 128) for v in (4, 1) for m in ((0, 1) if r == 4 else (0, 1, 2))]
+                   + ["dsv4_compress_online_commit"],
+    "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
+                          "dsv4_indexer_logits_wgmma<6>"],
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
                         "dsv4_topk_indices_cluster<8>"],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
-                           + [f"dsv4_sparse_attention_h64<{s}, {p}>" for s in ("true", "false") for p in ("true", "false")]
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma") for s in ("true", "false") for p in ("true", "false")]
                            + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"],
 }
 
@@ -96,16 +98,68 @@ def kernel(name, expr, device):
     return _function(name, expr, _index(device))
 
 
-def launch(name, expr, grid, block, args, device, shared_mem=0):
-    """Launch on torch's current stream; tensors go as raw pointers, ints as int32 unless wrapped."""
+def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+    """Launch on torch's current stream; tensors go as raw pointers, ints as int32 unless wrapped.
+    pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
+    previous kernel on the stream finishes; it must call `pdl_wait()` (common.cuh) before reading
+    anything an earlier kernel wrote. Hides the launch gap between short kernels."""
     import cupy
     import torch
     fn = kernel(name, expr, device)
     if shared_mem > STATIC_SHARED_LIMIT:
         _opt_in_shared(fn, shared_mem)
-    stream = cupy.cuda.ExternalStream(torch.cuda.current_stream(device).cuda_stream)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    values = tuple(_arg(a) for a in args)
     with cupy.cuda.Device(_index(device)):
-        fn(tuple(grid), tuple(block), tuple(_arg(a) for a in args), shared_mem=shared_mem, stream=stream)
+        if pdl and _pdl_supported(_index(device)):
+            _launch_pdl(fn.ptr, grid, block, values, shared_mem, stream)
+        else:
+            fn(tuple(grid), tuple(block), values, shared_mem=shared_mem, stream=cupy.cuda.ExternalStream(stream))
+
+
+@functools.lru_cache(maxsize=None)
+def _pdl_supported(device_index):
+    """Hopper or newer, unless DSV4_PDL=0 asks for plain launches."""
+    import os
+
+    import torch
+    return os.environ.get("DSV4_PDL", "1") != "0" and torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+_CTYPE = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64,
+          np.dtype(np.int32): ctypes.c_int32, np.dtype(np.float32): ctypes.c_float}
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8 bytes, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("value_pad", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+@functools.lru_cache(maxsize=None)
+def _libcuda():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                     ctypes.POINTER(ctypes.c_void_p)]
+    return lib
+
+
+def _launch_pdl(function, grid, block, values, shared_mem, stream):
+    """cuLaunchKernelEx with programmatic stream serialization (CuPy's launcher sets no attributes)."""
+    grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+    attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
+                           ctypes.c_void_p(stream), ctypes.pointer(attr), 1)
+    holders = [_CTYPE[np.asarray(v).dtype](v.item()) for v in values]
+    params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+    err = _libcuda().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), params, None)
+    if err:
+        raise RuntimeError(f"cuLaunchKernelEx failed with CUresult {err}")
 
 
 def _opt_in_shared(fn, nbytes):
