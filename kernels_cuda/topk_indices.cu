@@ -112,6 +112,7 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     __shared__ int warp_sums[TOPK_WARPS];
     __shared__ int warp_above[TOPK_WARPS], warp_inside[TOPK_WARPS];
     __shared__ int cta_counts[2];        // keys above the bucket / inside it in this CTA (peers read them)
+    __shared__ int cta_first[2];         // this CTA's first above / inside position in the row
     __shared__ int s_bin, s_above;
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -299,6 +300,17 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     } else {
         __syncthreads();
     }
+    // This CTA's slots are two contiguous runs: above [cta_first[0], + cta_counts[0]) and inside
+    // first_inside + [cta_first[1], + cta_counts[1]) cut at `remaining`. The walk below stages raw
+    // columns in shared memory (hist is free: every peer is past its last histogram read, the
+    // barrier above), then one pass maps its runs through the page table: the table reads are
+    // then independent loads, one round trip, instead of a dependent load per taken column
+    // inside the walk's branches. Hence k <= 2 * TOPK_BINS (the host checks; V4 uses 512..2048).
+    if (t == 0) {  // kept in shared memory, not registers (32 a thread)
+        cta_first[0] = pos_above;
+        cta_first[1] = pos_inside;
+    }
+    int* const staging = &hist[0][0];  // raw columns, indexed by output slot
     pos_above += warp_above[warp];
     pos_inside += warp_inside[warp];
     const int first_inside = k - remaining;  // slots [0, k - remaining) hold the keys above the bucket
@@ -324,15 +336,24 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const int column = column0 + 4 * g + j;
-            if (above_bits >> j & 1u) out_row[slot_above++] = mapped(table_row, column, page_size);
+            if (above_bits >> j & 1u) staging[slot_above++] = column;
             if (inside_bits >> j & 1u) {
-                if (slot_inside < remaining) out_row[first_inside + slot_inside] = mapped(table_row, column, page_size);
+                if (slot_inside < remaining) staging[first_inside + slot_inside] = column;
                 ++slot_inside;
             }
         }
         pos_above += step_total & 0xff;
         pos_inside += step_total >> 8;
         n_above -= step_total & 0xff;
+    }
+    {  // the staged columns of this CTA's slots, through the page table
+        __syncthreads();
+        const int n_above_cta = cta_counts[0], cta_inside = cta_first[1];
+        const int n_inside_cta = max(0, min(cta_counts[1], remaining - cta_inside));
+        for (int i = t; i < n_above_cta + n_inside_cta; i += TOPK_THREADS) {
+            const int slot = i < n_above_cta ? cta_first[0] + i : first_inside + cta_inside + (i - n_above_cta);
+            out_row[slot] = mapped(table_row, staging[slot], page_size);
+        }
     }
     if (CLUSTER > 1) cluster_wait();
 }

@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from harness import contract
+from kernels_cuda import _loader
 from kernels_cuda._loader import launch
 
 THREADS = 1024
@@ -14,6 +15,7 @@ CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB of histograms)
 TWO_PER_SM_CHUNK = 20480  # up to here two CTAs share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
+MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
 
 
 def chunk_columns(columns, cluster):
@@ -45,14 +47,30 @@ def _device(device_index):
     return props.multi_processor_count, CLUSTERS if props.major >= 9 else CLUSTERS[:1]
 
 
+def _opt_in(kernel, shared, device):
+    """The kernel's static shared memory (histograms, 16-24 KB) counts against the 48 KB a launch
+    gets without the opt-in, so the dynamic part needs it from 48 KB minus that, not from 48 KB
+    (the loader opts in above 48 KB of dynamic only: chunks of 6000-12000 columns failed to launch)."""
+    fn = _loader.kernel("topk_indices.cu", kernel, device)
+    if _opted.get(fn.ptr, 0) < shared:
+        _loader._opt_in_shared(fn, shared)
+        _opted[fn.ptr] = shared
+
+
+_opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
+
+
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    if k > MAX_K:
+        raise ValueError(f"topk_indices (CUDA): k = {k} exceeds {MAX_K} (the write-out's staging in shared memory)")
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         cluster = cluster_size(layout.batch, layout.columns, *_device(device_index))
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         shared = 4 * (chunk_columns(layout.columns, cluster) + 4)  # keys + up to 3 words of alignment shift
+        _opt_in(kernel, shared, logits.device)
         launch("topk_indices.cu", kernel, (cluster, layout.batch), (THREADS,),
                (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                 page_size), logits.device, shared_mem=shared)
