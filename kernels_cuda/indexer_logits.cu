@@ -345,7 +345,30 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         prod.n = blocks_of(context_lens, prod.b);
     }
     BlockCursor cons = prod;  // the next block to compute
-    if (count > 0) prefetch_request_l2(q, weights, prod.b, heads);
+
+    int q_b = -1, q_ctx = 0;  // request whose queries sit in q_s, and its context length
+    float w[16];  // weights of this thread's heads 8 (k / 2) + 2t + (k % 2): its accumulator columns
+    auto load_weights = [&](int b) {
+        q_ctx = context_lens[b];
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            const int h = 8 * (k >> 1) + 2 * t + (k & 1);
+            w[k] = h < heads ? weights[(long long)b * heads + h] : 0.f;
+        }
+    };
+    if (count > 0) {
+        // The first request's queries go into q_s by cp.async in the first ring stage's copy group, so
+        // they arrive with block 0 instead of being loaded after it (a round trip while the ring is full
+        // and nothing new is requested); heads past H are zero rows. Its weights load into registers
+        // now and are first used in block 0's epilogue.
+        q_b = prod.b;
+        for (int c = tid; c < WG_HEADS * 8; c += WG_THREADS) {
+            const int r = c >> 3;
+            if (r < heads) cp_async16(q_s + swizzled(r, c & 7), q + ((long long)q_b * heads + r) * KEY_DIM + (c & 7) * 16);
+            else *reinterpret_cast<uint4*>(q_s + swizzled(r, c & 7)) = make_uint4(0u, 0u, 0u, 0u);
+        }
+        load_weights(q_b);
+    }
 
     // The producer's cache block number is loaded one fetch ahead (`prod_block`), so a fetch issues its
     // copies without first waiting on a dependent load of the block table.
@@ -390,8 +413,6 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
     }
     if (count == 0) return;
 
-    int q_b = -1, q_ctx = 0;  // request whose queries sit in q_s, and its context length
-    float w[16];  // weights of this thread's heads 8 (k / 2) + 2t + (k % 2): its accumulator columns
     const unsigned long long q_desc = smem_desc(q_s);
 #pragma unroll 1
     for (int i = 0; i < count; ++i) {
@@ -401,20 +422,16 @@ __global__ void __launch_bounds__(WG_THREADS) dsv4_indexer_logits_wgmma(
         __syncthreads();  // everyone's have; iteration i-1 is done with its stage (and with q_s)
         if (i + WG_STAGES - 1 < count) fetch_next((i + WG_STAGES - 1) % WG_STAGES);  // the stage block i-1 used
         cp_async_commit();
-        if (cons.b != q_b) {  // a new request: its queries (heads past H: zero rows, zero weights)
+        if (cons.b != q_b) {  // a new request (past the first): its queries (heads past H: zero rows, zero
+                              // weights), L2 hits since the producer prefetched them
             q_b = cons.b;
-            q_ctx = context_lens[q_b];
             for (int c = tid; c < WG_HEADS * 8; c += WG_THREADS) {
                 const int r = c >> 3;
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
                 if (r < heads) v = *reinterpret_cast<const uint4*>(q + ((long long)q_b * heads + r) * KEY_DIM + (c & 7) * 16);
                 *reinterpret_cast<uint4*>(q_s + swizzled(r, c & 7)) = v;
             }
-#pragma unroll
-            for (int k = 0; k < 16; ++k) {
-                const int h = 8 * (k >> 1) + 2 * t + (k & 1);
-                w[k] = h < heads ? weights[(long long)q_b * heads + h] : 0.f;
-            }
+            load_weights(q_b);
             fence_proxy_async();
             __syncthreads();
         }
