@@ -187,7 +187,9 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if plan["n_seg"] == 0:
         return out
     segments = plan["segments"]
-    block_d = min(64, triton.next_power_of_2(d))
+    # C4 tiles are [8 terms, BLOCK_D]: wide channel blocks keep a 64K-token prefill to 16K programs;
+    # C128 tiles are [128 positions, BLOCK_D]
+    block_d = min(256 if layout.ratio == 4 else 64, triton.next_power_of_2(d))
     grid = (plan["n_seg"], triton.cdiv(d, block_d))
     # ring slots read and overwritten by different programs: every read (pool launch) before any write
     passes = ((True, False), (False, True)) if plan["ring_conflict"] else ((True, True),)
