@@ -2,6 +2,7 @@
 thread-block cluster of 2, 4 or 8 CTAs, then selected there (docs/perf-notes.md, "Top-k")."""
 
 import functools
+import os
 
 import numpy as np
 import torch
@@ -13,7 +14,13 @@ from kernels_cuda._loader import launch
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB of histograms)
-TWO_PER_SM_CHUNK = 20480  # up to here two CTAs share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
+TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
+# CTAs per SM the split may count on when it doubles the cluster. The H200 run (perf-notes, top-k)
+# timed 256 CTAs (two per SM) as about two waves of one CTA's latency whatever their chunk
+# (64 x 16384 in chunks of 4096 = 28 us, 256 x 16384 in chunks of 16384 = 28 us, 1 x 65536 in
+# 8 CTAs = 15 us), so the split counts one per SM; DSV4_TOPK_CTAS_PER_SM=2 restores the old split
+# for a side-by-side run.
+CTAS_PER_SM = int(os.environ.get("DSV4_TOPK_CTAS_PER_SM", "1"))
 MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
 MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
 
@@ -23,9 +30,10 @@ def chunk_columns(columns, cluster):
     return (-(-columns // cluster) + 3) & ~3
 
 
-def cluster_size(batch, columns, sms, clusters=CLUSTERS):
+def cluster_size(batch, columns, sms, clusters=CLUSTERS, ctas_per_sm=None):
     """CTAs per row: the fewest whose chunks fit shared memory, doubled while all CTAs are still
-    resident at once (one or two per SM by the chunk's shared memory) and the chunks stay long enough."""
+    resident at once (one per SM, or two when ctas_per_sm allows and the chunk's shared memory
+    fits twice) and the chunks stay long enough."""
     fitting = [c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK]
     if not fitting:
         raise ValueError(f"topk_indices (CUDA): rows of {columns} columns exceed {clusters[-1] * MAX_CHUNK} "
@@ -33,7 +41,8 @@ def cluster_size(batch, columns, sms, clusters=CLUSTERS):
     cluster = fitting[0]
     while cluster < clusters[-1]:
         chunk = chunk_columns(columns, cluster * 2)
-        resident = sms * (2 if chunk <= TWO_PER_SM_CHUNK else 1)
+        per_sm = CTAS_PER_SM if ctas_per_sm is None else ctas_per_sm
+        resident = sms * (2 if per_sm >= 2 and chunk <= TWO_PER_SM_CHUNK else 1)
         if batch * cluster * 2 > resident or chunk < MIN_CHUNK:
             break
         cluster *= 2
