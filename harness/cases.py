@@ -243,6 +243,9 @@ def _attention_cases():
            duplicates=True),
         _c("sparse_attention", "large-scores", "stability", 8, positions=[4000, 60], heads=32, ratio=4, topk=64,
            q_scale=100.0),
+        # sinks far above and below the lse (the denominator's 1 + exp(sink - lse) at both ends)
+        _c("sparse_attention", "large-sinks", "sink", 20, positions=[300, 5000, 40], heads=32, ratio=4, topk=64,
+           sink_scale=40.0),
         _c("sparse_attention", "sm-scale-0.3", "scale", 11, positions=[700, 90], heads=16, ratio=4, topk=64,
            sm_scale=0.3),
         _c("sparse_attention", "sm-scale-0.01-hca", "scale", 12, positions=[3000], heads=32, ratio=128, topk=32,
@@ -481,7 +484,8 @@ def _fuzz_attention(rng):
         params.update(positions=positions, ratio=ratio, topk=topk)
     params.update(q_scale=rng.choice([1.0, 1.0, 20.0, 100.0]),
                   sm_scale=rng.choice([contract.ATTN_DIM ** -0.5, contract.ATTN_DIM ** -0.5, rng.uniform(0.01, 0.5)]),
-                  empty_rows=[0] if rng.random() < 0.2 else [], duplicates=rng.random() < 0.2)
+                  empty_rows=[0] if rng.random() < 0.2 else [], duplicates=rng.random() < 0.2,
+                  sink_scale=rng.choice([1.0, 1.0, 1.0, 40.0]))
     return params
 
 
@@ -590,6 +594,7 @@ def _shrink_params(op, p):
         add(duplicates=False)
         add(q_scale=1.0)
         add(sink=False)
+        add(sink_scale=1.0)
         add(pool_pad=(0, 0))
     return out
 
@@ -655,7 +660,8 @@ def build(case, device="cpu"):
             x = I.attention_inputs(positions=p["positions"], heads=p["heads"], ratio=p["ratio"], topk=p["topk"],
                                    seed=case.seed, device="cpu", sink=p.get("sink", True),
                                    q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5),
-                                   pool_pad=tuple(p.get("pool_pad", (1, 2))), garbage=True)
+                                   pool_pad=tuple(p.get("pool_pad", (1, 2))), garbage=True,
+                                   sink_scale=p.get("sink_scale", 1.0))
         idx = x.args[2]
         for row in p.get("empty_rows", []):
             idx[row] = -1

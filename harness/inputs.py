@@ -493,7 +493,7 @@ def duplicate_some_indices(indices, gen):
 
 def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, device="cpu", sink=True,
                      q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5, indices=None, pool_rows=None,
-                     pool_pad=(0, 0), garbage=False):
+                     pool_pad=(0, 0), garbage=False, sink_scale=1.0):
     """q, kv and engine-like indices for decode rows at `positions`; pass indices and pool_rows to
     use an index set of your own. pool_pad (front, back): free rows before and after the rows the
     index set uses (the engine-like set's indices shift by front). garbage: every kv row no index
@@ -510,7 +510,7 @@ def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, d
     kv = randn(gen, max(pool_rows, 1), contract.ATTN_DIM).bfloat16()
     if garbage:
         poison_unnamed_rows(kv, indices, gen)
-    kwargs = dict(sm_scale=sm_scale, attn_sink=randn(gen, heads) if sink else None)
+    kwargs = dict(sm_scale=sm_scale, attn_sink=randn(gen, heads, scale=sink_scale) if sink else None)
     inputs = OpInputs((q, kv, indices), kwargs, dict(seed=seed))
     return to_device(inputs, device)
 
