@@ -31,6 +31,9 @@ def _rows(docs):
                          "us": t["median_us"] if t else None, "gbps": None if cpu else r.get("gbps", 0.0),
                          "pct_copy": None if cpu else r.get("pct_copy"), "pct_roof": r.get("pct_datasheet"),
                          "tflops": None if cpu else r.get("tflops", 0.0), "vs_torch": r.get("speedup_vs_torch"),
+                         "plan_us": (r.get("plan_timing") or {}).get("median_us"),
+                         "per_step_us": (r.get("extra") or {}).get("per_step_us"),
+                         "layers": (r.get("extra") or {}).get("layers"),
                          "intensity": r["flops"] / r["bytes"] if r.get("bytes") else 0.0})
     return rows
 
@@ -41,7 +44,9 @@ def _fmt(v, spec):
 
 def markdown(docs):
     rows = _rows(docs)
-    lines = ["# Benchmark report", ""]
+    lines = ["# Benchmark report", "",
+             "`median us` is one planned call (a layer); `plan us` the backend's planner (SPEC 7), once per forward "
+             "step; `per step us` = plan + layers x call for the case's model (layers in brackets).", ""]
     for doc, run in zip(docs, RS.labels(docs)):
         env = doc["environment"]
         where = (f"CPU, {env.get('cpu_threads', '?')} threads, wall clock: no roofline" if is_cpu(doc) else
@@ -57,11 +62,14 @@ def markdown(docs):
     for op in sorted({r["op"] for r in rows}):
         lines += ["", f"## {op}", ""]
         table = [[r["case"], r["backend"], r["run"], r["check"], _fmt(r["us"], ".1f"), _fmt(r["n"], "d"),
+                  _fmt(r["plan_us"], ".1f"),
+                  f"{r['per_step_us']:.0f} ({r['layers']})" if r["per_step_us"] is not None else "-",
                   _fmt(r["gbps"], ".0f"),
                   _fmt(r["pct_copy"], ".0f"), _fmt(r["pct_roof"], ".0f"), _fmt(r["tflops"], ".1f"),
                   _fmt(r["vs_torch"], ".2f")] for r in rows if r["op"] == op and r["check"] != "skip"]
-        lines.append(tabulate(table, headers=["case", "backend", "run", "check", "median us", "n", "GB/s", "% copy",
-                                              "% roof", "TFLOP/s", "x torch"], tablefmt="github"))
+        lines.append(tabulate(table, headers=["case", "backend", "run", "check", "median us", "n", "plan us",
+                                              "per step us (layers)", "GB/s", "% copy", "% roof", "TFLOP/s",
+                                              "x torch"], tablefmt="github"))
         lines += _not_passing([r for r in rows if r["op"] == op and r["check"] != "pass"])
     return "\n".join(lines) + "\n"
 
