@@ -508,13 +508,14 @@ def bench_command(args):
                 _context_lost(backend.name, case.id, r.message, total - len(records))
                 return 2
     _speedups(records)
+    rates = device != "cpu"  # a wall-clock rate on the CPU measures the plumbing: left blank
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",
              f"{r.timing.median_us:.1f}" if r.timing else "-",
              f"{r.timing.p10_us:.1f}-{r.timing.p90_us:.1f} ({r.timing.samples})" if r.timing else "-",
              f"{r.plan_timing.median_us:.1f}" if r.plan_timing else "-",
              f"{r.extra['per_step_us']:.0f} ({r.extra['layers']})" if "per_step_us" in r.extra else "-",
-             f"{r.bytes / 1e6:.1f}", f"{r.gbps:.0f}", f"{r.pct_copy:.0f}" if copy else "-",
-             f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}",
+             f"{r.bytes / 1e6:.1f}", f"{r.gbps:.0f}" if rates else "-", f"{r.pct_copy:.0f}" if copy else "-",
+             f"{r.pct_datasheet:.0f}" if r.pct_datasheet is not None else "-", f"{r.tflops:.1f}" if rates else "-",
              f"{r.speedup_vs_torch:.2f}x" if r.speedup_vs_torch else "-"] for r in records]
     print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90 (n)", "plan us",
                                   "per step us (layers)", "MB", "GB/s", "% copy", "% roof", "TFLOP/s", "vs torch"],

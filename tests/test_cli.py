@@ -100,3 +100,14 @@ def test_bench_on_the_cpu_times_a_few_quick_cases_and_says_so():
     assert "CPU" in note and str(len(quick)) in note
     every, note = cli._bench_cases(["quick"], None, "cuda")
     assert every == quick and note == ""
+
+
+def test_bench_on_the_cpu_prints_no_rates(capsys):
+    rc, out, err = _main(capsys, "bench", "--backend", "torch", "--device", "cpu", "--cases", "long-k512", "--ops",
+                         "topk_indices", "--reps", "2")
+    assert rc == 0, out + err
+    lines = out.splitlines()
+    header = [c.strip() for c in next(line for line in lines if line.startswith("| op")).split("|")]
+    row = [c.strip() for c in next(line for line in lines if "| long-k512" in line).split("|")]
+    assert row[header.index("GB/s")] == "-" and row[header.index("TFLOP/s")] == "-"
+    assert float(row[header.index("median us")]) > 0 and row[header.index("p10-p90 (n)")].endswith("(2)")
