@@ -212,6 +212,8 @@ def _topk_cases():
            page_size=128),
         _c("topk_indices", "page-size-256-k2048", "pages", 17, seq_lens=[2048, 2049, 3000, 255], columns=3000,
            k=2048, page_size=256),
+        _c("topk_indices", "nan-in-short-rows", "short", 24, seq_lens=[512, 3, 1500, 100], columns=1500, k=512,
+           page_size=16, nan_in_short_rows=True),
         _c("topk_indices", "page-size-48", "pages", 23, seq_lens=[100, 1300], columns=1300, k=512, page_size=48),
         # rows past 65536 columns (16-bit column indices overflow there)
         _c("topk_indices", "past-65536-k2048", "long", 18, seq_lens=[70001, 5], columns=70001, k=2048,
@@ -462,6 +464,8 @@ def _fuzz_topk(rng):
                   tail=rng.choice(["garbage", "garbage", float("inf"), float("-inf"), float("nan")]))
     if rng.random() < 0.2:
         params["neg_inf_inside"] = rng.randint(1, max(1, min(lens) or 1))
+    if rng.random() < 0.2:
+        params["nan_in_short_rows"] = True
     return params
 
 
@@ -568,6 +572,7 @@ def _shrink_params(op, p):
         add(page_size=64)
         add(distinct=None)
         add(neg_inf_inside=None)
+        add(nan_in_short_rows=False)
     elif op == "sparse_attention":
         rows = len(p["positions"])
         for b in range(rows) if rows > 1 else ():
@@ -643,6 +648,10 @@ def build(case, device="cpu"):
         if p.get("neg_inf_inside"):  # -inf logits are still values: a row may have to select some
             for row, n in zip(x.args[0], p["seq_lens"]):
                 row[torch.randperm(n, generator=I.generator(case.seed))[:p["neg_inf_inside"]]] = float("-inf")
+        if p.get("nan_in_short_rows"):  # the short path reads no logit: NaN there is valid input
+            for row, n in zip(x.args[0], p["seq_lens"]):
+                if n <= p["k"]:
+                    row[torch.randperm(n, generator=I.generator(case.seed))[:max(1, n // 3)]] = float("nan")
         return I.to_device(x, device)
     if case.op == "sparse_attention":
         gen = I.generator(case.seed + 7919)
