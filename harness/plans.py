@@ -162,7 +162,10 @@ def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, pag
     flat = torch.from_numpy(records.astype(np.int32))
     if device.type == "cuda":
         flat = flat.pin_memory().to(device, non_blocking=True)
+    fresh = (np.minimum(records[:, 5], (records[:, 1] + 1) * meta.ratio)
+             - np.maximum(records[:, 4], records[:, 1] * meta.ratio)) if len(records) else np.zeros(1)
     plan.data.update(n_out=n_out, n_seg=len(records), batch=meta.batch, segments=flat.to(device),
+                     most_new=int(fresh.max()),  # new positions of the fullest segment (decode: 1)
                      ring_conflict=mode == "ring" and ring_overwrites_reads(prefix, extend, meta.ratio),
                      online_split=mode == "online" and online_state_split(prefix, extend))
     return plan

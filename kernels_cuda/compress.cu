@@ -90,13 +90,15 @@ __device__ __forceinline__ float* kept_row(long long p, const Segment& seg, floa
 template <int VEC, int MODE>
 __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
         const float* __restrict__ kv, float* state, const float* __restrict__ ape, float* __restrict__ out,
-        const int* __restrict__ segments, int d, int pool, int store) {
+        const int* __restrict__ segments, int d, int pool, int store, int pdl) {
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
     if (c >= d) return;
     const int E = 4 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
-    pdl_wait();  // kv_score and the state may come from the kernel before
-    pdl_launch_dependents();
+    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it
+        pdl_wait();
+        pdl_launch_dependents();
+    }
     const bool pooling = pool && seg.o >= 0;
     if (!pooling && !store) return;
 
@@ -174,30 +176,35 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
     }
 }
 
-// Ratio 128: a CTA is GROUPS warps over the same 32 x VEC channels; the block's positions are split
-// into GROUPS contiguous runs, one per warp, each pooled in chunks of CHUNK into a running (max, sum,
-// weighted sum) per channel, then merged in warp order (deterministic) by warp 0. ring / paged:
+// Ratio 128: a CTA is blockDim.y groups of blockDim.x threads over the same blockDim.x x VEC
+// channels; the block's positions are split into blockDim.y contiguous runs, one per group, each
+// pooled in chunks of CHUNK into a running (max, sum, weighted sum) per channel, then merged in group
+// order (deterministic) by group 0. The launcher picks 4 groups of 32 when segments hold many new
+// positions (prefill) and 1 group of 128 for decode. ring / paged:
 // every position of a completed block is pooled, new rows are stored. online: only the new
 // positions, starting from the running state when the block began earlier; the request's last
 // segment writes the new running state (to `new_state[b]` when the planner found a request that
 // reads its state in one segment and writes it in another, else in place). Splitting positions
 // across warps keeps few-segment calls (a 4K-token chunk: 32 blocks) from running 128 positions
 // one after another in a single thread.
-constexpr int C128_GROUPS = 4;
+constexpr int C128_MAX_GROUPS = 4, C128_THREADS = 128;
 
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(32 * C128_GROUPS, 4) dsv4_compress_c128(
+__global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
-        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store) {
+        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
     constexpr int CHUNK = 4;
-    __shared__ float partial[C128_GROUPS - 1][3][32 * VEC];  // (max, sum, weighted sum) of warps 1..
-    const int lane = threadIdx.x, group = threadIdx.y;
-    const int c = (blockIdx.y * 32 + lane) * VEC;
+    // (max, sum, weighted sum) of groups 1..: groups x lanes = C128_THREADS
+    __shared__ float partial[C128_MAX_GROUPS - 1][3][C128_THREADS / 2 * VEC];
+    const int lane = threadIdx.x, group = threadIdx.y, groups = blockDim.y;
+    const int c = (blockIdx.y * blockDim.x + lane) * VEC;
     const bool active = c < d;
     const int E = 2 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
-    pdl_wait();  // kv_score and the state may come from the kernel before
-    pdl_launch_dependents();
+    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it
+        pdl_wait();
+        pdl_launch_dependents();
+    }
     const int o = seg.o;
     const long long base = 128 * seg.g;
     const long long lo = seg.prefix > base ? seg.prefix : base;  // first new position in the block
@@ -229,7 +236,7 @@ __global__ void __launch_bounds__(32 * C128_GROUPS, 4) dsv4_compress_c128(
     // online reads only new positions; ring / paged pool the whole block, or store the new rows
     const long long first = (MODE == MODE_ONLINE || !pooling) ? lo : base;
     const long long last = (MODE == MODE_ONLINE || !pooling) ? hi : base + 128;
-    const long long per_group = (last - first + C128_GROUPS - 1) / C128_GROUPS;
+    const long long per_group = (last - first + groups - 1) / groups;
     const long long mine_lo = first + group * per_group;
     const long long mine_hi = mine_lo + per_group < last ? mine_lo + per_group : last;
     for (long long p0 = mine_lo; active && p0 < mine_hi; p0 += CHUNK) {
@@ -294,8 +301,7 @@ __global__ void __launch_bounds__(32 * C128_GROUPS, 4) dsv4_compress_c128(
     }
     __syncthreads();
     if (group > 0 || !active) return;
-#pragma unroll
-    for (int w = 0; w < C128_GROUPS - 1; ++w) {
+    for (int w = 0; w < groups - 1; ++w) {
 #pragma unroll
         for (int k = 0; k < VEC; ++k) {
             const float m1 = partial[w][0][lane * VEC + k];
@@ -330,7 +336,7 @@ __global__ void __launch_bounds__(32 * C128_GROUPS, 4) dsv4_compress_c128(
 __global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
                                             const int* __restrict__ segments, int d) {
     const Segment seg = segment_of(segments, blockIdx.x);
-    pdl_wait();
+    pdl_wait();  // after dsv4_compress_c128 (a no-op unless launched to overlap it)
     pdl_launch_dependents();
     if (!seg.last) return;
     float* dst = state + (long long)seg.state * 3 * d;

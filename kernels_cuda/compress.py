@@ -14,7 +14,7 @@ from kernels_cuda._loader import launch
 
 THREADS = 128  # per C4 CTA; each thread owns VEC channels
 PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with programmatic dependent launch
-C128_GROUPS = 4  # warps per C128 CTA, each over a run of the block's positions (compress.cu)
+C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -46,9 +46,10 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if layout.ratio == 4:  # one thread per VEC channels
         block = (min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32),)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
-    else:  # a warp per run of positions, C128_GROUPS runs over the same 32 x VEC channels
-        block = (32, C128_GROUPS)
-        grid = (plan["n_seg"], contract.cdiv(d, 32 * vec))
+    else:  # prefill: a warp per run of a block's positions, 4 runs over the same 32 x VEC channels;
+        # decode: 128 threads over 128 x VEC channels, one run
+        block = (32, 4) if plan["most_new"] > C128_ONE_RUN else (128, 1)
+        grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
@@ -58,7 +59,7 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
             (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
-        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store), device, pdl=pdl)
+        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device, pdl=pdl)
     if scratch is not None:
         launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
                device, pdl=pdl)

@@ -24,7 +24,7 @@ WGMMA_HEADS = 64  # WG_HEADS: one m64 tile of heads
 WGMMA_STAGES = (4, 5, 6)  # ring depths built (the kernel's template argument)
 # default ring depth; DSV4_INDEXER_STAGES=4|6 picks another (to compare on the GPU: the CTA count, and so
 # the share size and the last-share tail, changes with it; see the .cu)
-WGMMA_DEFAULT_STAGES = 5
+WGMMA_DEFAULT_STAGES = 4
 
 
 def _wgmma_smem(stages):
