@@ -122,6 +122,16 @@ def _queries(name, q, dtype, dim):
     return batch, heads
 
 
+def _lengths_and_table(lens_name, lens, table_name, table):
+    """An int32 [B] length per request and an int32 [B, columns] table on the lengths' device; B."""
+    _tensor(lens_name, lens, torch.int32, 1)
+    batch = lens.shape[0]
+    _tensor(table_name, table, torch.int32, 2, lens.device)
+    if table.shape[0] != batch:
+        raise InputError(table_name, f"expected {batch} rows (one per request), got {table.shape[0]}")
+    return batch
+
+
 def cdiv(a, b):
     return -(-a // b)
 
@@ -342,11 +352,7 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
 def check_indexer_metadata(context_lens, block_table, *, max_context_len, validate=True):
     """What the indexer's metadata allows on its own (its planner's checks, SPEC 7); the blocks
     against the cache's size are check_indexer_logits'. Host context lengths when validated."""
-    _tensor("context_lens", context_lens, torch.int32, 1)
-    device, batch = context_lens.device, context_lens.shape[0]
-    _tensor("block_table", block_table, torch.int32, 2, device)
-    if block_table.shape[0] != batch:
-        raise InputError("block_table", f"expected {batch} rows (one per request), got {block_table.shape[0]}")
+    _lengths_and_table("context_lens", context_lens, "block_table", block_table)
     _int("max_context_len", max_context_len, minimum=0)
     if not validate:
         return None
@@ -404,11 +410,7 @@ def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, val
 def check_topk_metadata(seq_lens, page_table, *, k=512, page_size=64, validate=True):
     """What top-k's metadata allows on its own (its planner's checks, SPEC 7); seq_lens against the
     logits' width is check_topk_indices'. Host seq_lens when validated."""
-    _tensor("seq_lens", seq_lens, torch.int32, 1)
-    device, batch = seq_lens.device, seq_lens.shape[0]
-    _tensor("page_table", page_table, torch.int32, 2, device)
-    if page_table.shape[0] != batch:
-        raise InputError("page_table", f"expected {batch} rows (one per request), got {page_table.shape[0]}")
+    _lengths_and_table("seq_lens", seq_lens, "page_table", page_table)
     _int("k", k, minimum=1)
     _int("page_size", page_size, minimum=1)
     if not validate:
