@@ -587,6 +587,27 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float* d, const unsigned int
         : WG_D32(0), WG_D32(32), WG_D32(64), WG_D32(96)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
+// d[64 x 256] += A[64 x 16] B[16 x 256], A K-major and B MN-major (trans-b 1), both in shared memory
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float* d, unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"  // scale-d: accumulate into d
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+        "%128, %129, p, 1, 1, 0, 1;\n"
+        "}\n"
+        : WG_D32(0), WG_D32(32), WG_D32(64), WG_D32(96)
+        : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 #else
 #define WG_AVAILABLE 0
 #endif
@@ -768,6 +789,275 @@ __global__ void __launch_bounds__(256, 1)
         // before anyone rewrites them
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+
+    const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
+    if (SPLIT) {
+        const long long prow = ((long long)b * gridDim.z + split) * heads + h0 + g;
+        const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+        float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
+        float* p_hi = p_lo + 8 * DIM;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+            *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+        }
+        if (half == 0 && t == 0) {
+            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        }
+        return;
+    }
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
+    unsigned short* out_hi = out_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+        *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+    }
+    if (half == 0 && t == 0) {
+        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
+#endif
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// dsv4_sparse_attention_wgmma2 (sm_90a): FlashMLA's split of the work between the two warpgroups.
+// The gathered rows go in pairs of 64-row blocks, block 0 of a pair in buffer 0, block 1 in
+// buffer 1 (same swizzled layout as dsv4_sparse_attention_wgmma). Per pair, warpgroup c (0, 1):
+// - S_c = Q K_c^T over all 512 dims (wgmma m64n64k16 x 32 from shared memory): no partial S to
+//   exchange; each warpgroup has its own block;
+// - the row maxima of both blocks meet in shared memory (both warpgroups take the same max, so
+//   both rescale O and their partial row sums by the same alpha; the sums add at the end);
+// - P_c (bf16) goes to shared memory in the K-major 128-byte-swizzle layout (one 64-dim chunk);
+// - O[:, 256 c ..] += P_0 V_0[:, 256 c ..] + P_1 V_1[:, 256 c ..] (wgmma m64n256k16, A = P from
+//   shared memory, B = the buffer read MN-major as in the wgmma kernel); each warpgroup owns half
+//   of O.
+// Warpgroup c copies block c into buffer c and waits only on its own copies (a 128-thread named
+// barrier), so warpgroup 0 starts S on the next pair while buffer 1 still lands; buffer 0 is
+// refilled as soon as both warpgroups' first P V group (the one reading it) is done, while the
+// tensor cores still multiply buffer 1 (bar.arrive / bar.sync pairs: the signalling warpgroup
+// does not wait). Both buffers' copies can be in flight together (128 KB a CTA, the wgmma
+// kernel has 64 KB).
+// Shared memory: alignment slack, Q, 2 buffers, P of both warpgroups, row max / sum exchange,
+// the indices of two pairs.
+// named barrier `id` over the `count` threads that reach it (bar.sync waits, bar.arrive does not)
+__device__ __forceinline__ void wg_bar_sync(int id, int count = 128) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+__device__ __forceinline__ void wg_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+#define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * 128 * 4)
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_wgmma2(const unsigned short* q, const unsigned short* kv, const int* indices,
+                                 const float* sink, unsigned short* out, float* lse, float* part_out,
+                                 float* part_lse, int K, int heads, int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const unsigned int raw_addr = (unsigned int)__cvta_generic_to_shared(smem_raw);
+    unsigned char* smem = smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
+    unsigned char* q_s = smem;                                         // [64 heads] swizzled
+    unsigned char* kv_s = q_s + WG_MAT_BYTES;                          // [2 buffers][64 rows] swizzled
+    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                      // [2 blocks][64 heads x 64 rows] bf16 swizzled
+    float* x_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);         // [2 warpgroups][64 heads]: row max, then row sum
+    int* idx_s = reinterpret_cast<int*>(x_s + 2 * 64);                 // [2 pairs][128]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
+    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
+
+    const int b = blockIdx.x, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
+    const int r_lo = wq * 16 + g, r_hi = r_lo + 8;
+    const int h0 = blockIdx.y * 64 + wq * 16;  // this thread's heads: h0 + g, h0 + g + 8
+    const int k_begin = split * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    const int* idx_row = indices + (long long)b * K + k_begin;
+    const float scale2 = sm_scale * LOG2E;
+    const int pairs = (n + 127) / 128;
+
+    const int lt = threadIdx.x & 127;  // thread within the warpgroup
+    // warpgroup c loads block c of every pair into buffer c (so it waits only on its own copies) and
+    // its first 64 threads load the block's indices (rows past the split's end read as -1)
+    auto idx_of = [&](int p) { const int i = p * 128 + half * 64 + lt; return i < n ? idx_row[i] : -1; };
+    auto fetch = [&](int p) {  // block `half` of pair p: 32 lines of 16 bytes a thread
+        if (p < pairs) {
+            const int* ids = idx_s + (p & 1) * 128 + half * 64;
+            unsigned char* dst = kv_s + half * WG_MAT_BYTES;
+            const int piece = lt & 63;
+#pragma unroll 8
+            for (int k = 0; k < 32; ++k) {
+                const int r = (lt >> 6) + 2 * k, idx = ids[r];
+                if (idx >= 0) {
+                    cp_async16_l2_256(dst + swizzled_offset(WG_TILE, r, piece),
+                                      reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + swizzled_offset(WG_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+                }
+            }
+        }
+        cp_async_commit();
+    };
+
+    if (lt < 64) idx_s[half * 64 + lt] = idx_of(0);
+    {  // Q: its own commit group
+        const int piece = threadIdx.x & 63;
+        const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
+#pragma unroll 4
+        for (int r = threadIdx.x >> 6; r < 64; r += 4)
+            cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+        cp_async_commit();
+    }
+    wg_bar_sync(1 + half);  // this warpgroup's indices of pair 0
+    fetch(0);
+    cp_async_wait<1>();  // this thread's Q copies have landed
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // everyone's: all of Q
+
+    float o[128];  // O[rows r_lo (r_hi), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
+#pragma unroll
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // l: this warpgroup's blocks only
+    const unsigned int own_addr = kv_addr + half * WG_MAT_BYTES;
+    for (int j = 0; j < pairs; ++j) {
+        cp_async_wait<0>();  // this thread's copies of its block have landed
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+        wg_bar_sync(1 + half);  // the whole block has (the other warpgroup reads it after the barriers below)
+        const int next_idx = lt < 64 ? idx_of(j + 1) : -1;  // stored before the P barrier
+        const int* ids = idx_s + (j & 1) * 128 + half * 64;
+
+        // S = Q K^T of this warpgroup's block: 8 chunks of 64 dims, 4 k-steps of 32 bytes in each
+        float s[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 32; ++ks) {
+            const unsigned int off = (ks >> 2) * WG_CHUNK_BYTES(64) + (ks & 3) * 32;
+            wgmma_m64n64k16_ss(s, wg_desc(q_addr + off, 16, 1024), wg_desc(own_addr + off, 16, 1024));
+        }
+        wg_commit();
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+
+        // s[4 nt + c]: row r_lo (c < 2) or r_hi, column 8 nt + 2 t + (c & 1) of the block
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            const bool v0 = ids[nt * 8 + 2 * t] >= 0, v1 = ids[nt * 8 + 2 * t + 1] >= 0;
+            s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
+            s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
+            s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
+            s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
+            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+        }
+        if (t == 0) {
+            x_s[half * 64 + r_lo] = mx_lo;
+            x_s[half * 64 + r_hi] = mx_hi;
+        }
+        __syncthreads();  // both blocks' row maxima
+        // the same expression in both warpgroups, so both hold the same m
+        const float new_lo = fmaxf(m_lo, fmaxf(x_s[r_lo], x_s[64 + r_lo]));
+        const float new_hi = fmaxf(m_hi, fmaxf(x_s[r_hi], x_s[64 + r_hi]));
+        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+            sum_lo += s[4 * nt] + s[4 * nt + 1];
+            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+        m_lo = new_lo;
+        m_hi = new_hi;
+        // P of this block into p_s[half]: element (row r, column k) at r * 128 + ((k / 8) ^ (r & 7)) * 16 + (k & 7) * 2
+        {
+            unsigned char* pb = p_s + half * 64 * 128;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                *reinterpret_cast<unsigned int*>(pb + r_lo * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt], s[4 * nt + 1]);
+                *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt + 2], s[4 * nt + 3]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 128; ++i) {
+            o[i] *= (i & 2) ? alpha_hi : alpha_lo;
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // P: generic writes, async-proxy reads
+        if (lt < 64) idx_s[((j + 1) & 1) * 128 + half * 64 + lt] = next_idx;  // pair j - 1's are done
+        __syncthreads();  // both P blocks; the next pair's indices
+
+        // O[:, half dims] += P_0 V_0 (group 1), then P_1 V_1 (group 2); k-step ks covers rows 16 ks .. +15
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        wg_fence();
+#pragma unroll
+        for (int blk = 0; blk < 2; ++blk) {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks)
+                wgmma_m64n256k16_ss(o, wg_desc(p_addr + blk * 64 * 128 + ks * 32, 16, 1024),
+                                    wg_desc(kv_addr + blk * WG_MAT_BYTES + half * 4 * WG_CHUNK_BYTES(64) + ks * 16 * 128,
+                                            WG_CHUNK_BYTES(64), 1024));
+            wg_commit();
+        }
+        wg_wait1();  // this warpgroup is done with buffer 0 (and P_0)
+        // warpgroup 0 refills buffer 0 once warpgroup 1 is done with it too, while the tensor cores
+        // multiply buffer 1; warpgroup 1 only signals
+        if (half == 0) {
+            wg_bar_sync(3, 256);
+            fetch(j + 1);
+        } else {
+            wg_bar_arrive(3);
+        }
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        // likewise buffer 1: warpgroup 0 goes on to its next block at once
+        if (half == 1) {
+            wg_bar_sync(4, 256);
+            fetch(j + 1);
+        } else {
+            wg_bar_arrive(4);
+        }
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+
+    // the row sums of both warpgroups' blocks, added in the same order in both
+    __syncthreads();
+    if (t == 0) {
+        x_s[half * 64 + r_lo] = l_lo;
+        x_s[half * 64 + r_hi] = l_hi;
+    }
+    __syncthreads();
+    l_lo = x_s[r_lo] + x_s[64 + r_lo];
+    l_hi = x_s[r_hi] + x_s[64 + r_hi];
 
     const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
     if (SPLIT) {

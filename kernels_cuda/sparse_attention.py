@@ -3,11 +3,14 @@
 KERNEL "wgmma" (Hopper, sm_90a, H a multiple of 64): one CTA of two warpgroups per (query row, 64
 heads, split of the index list), wgmma over gathered tiles of 64 rows (S = Q K^T from shared memory,
 O += P V with P from registers), 2-stage cp.async into the 128-byte-swizzle layout.
+KERNEL "wgmma2" (Hopper, H a multiple of 64; not the default until measured): FlashMLA's split, the
+two warpgroups take alternate 64-row blocks of a pair for the full S, trade P through shared memory
+and each owns half of O; each warpgroup copies its own block, so both buffers' copies overlap.
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
 KERNEL "auto" (default): wgmma where it applies, else h64 where its shared memory fits, else h16.
-`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma) in the environment sets KERNEL, to compare them."""
+`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2) in the environment sets KERNEL, to compare them."""
 
 import functools
 import os
@@ -32,6 +35,9 @@ H64_SHARED_BYTES = STAGES * TILE * KV_STRIDE + H64_WARPS * 16 * 32 * 4 + STAGES 
 # wgmma: alignment slack, Q, 2 stages of 64 swizzled rows, the two warpgroups' S partials, the flags
 WG_TILE, WG_STAGES = 64, 2
 WG_SHARED_BYTES = 1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_BYTES + 2 * 64 * 64 * 4 + WG_STAGES * WG_TILE * 4
+# wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
+WG2_PAIR = 128
+WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
 MAX_SPLITS = 64
 MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
 PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
@@ -62,11 +68,11 @@ def _splits(ctas, topk, sms):
     return best
 
 
-def _wgmma_applies(q, kv, heads):
+def _wgmma_applies(q, kv, heads, shared_bytes=WG_SHARED_BYTES):
     """Hopper (the loader builds sm_90a there), whole 64-head blocks, 16-byte aligned bases for cp.async."""
     if torch.cuda.get_device_capability(q.device) != (9, 0) or heads % H64_HEADS:
         return False
-    return (_shared_optin(q.device) >= WG_SHARED_BYTES and q.data_ptr() % 16 == 0 and kv.data_ptr() % 16 == 0)
+    return (_shared_optin(q.device) >= shared_bytes and q.data_ptr() % 16 == 0 and kv.data_ptr() % 16 == 0)
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
@@ -79,6 +85,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     has_sink = "true" if attn_sink is not None else "false"
     sink = attn_sink if attn_sink is not None else lse
     kernel = KERNEL
+    if kernel == "wgmma2":  # needs its shapes and architecture too
+        kernel = "wgmma2" if _wgmma_applies(q, kv, layout.heads, WG2_SHARED_BYTES) else "h64"
     if kernel in ("auto", "wgmma"):  # a forced wgmma still needs its shapes and architecture
         kernel = "wgmma" if _wgmma_applies(q, kv, layout.heads) else "h64"
     # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not
@@ -88,8 +96,7 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    wgmma = kernel == "wgmma"
-    tile = WG_TILE if wgmma else TILE
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or _splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -102,10 +109,10 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     else:
         part_out, part_lse = lse, lse  # not read
     launch("sparse_attention.cu",
-           f"dsv4_sparse_attention_{'wgmma' if wgmma else 'h64'}<{has_sink}, {'true' if splits > 1 else 'false'}>",
-           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),  # both kernels: 8 warps
+           f"dsv4_sparse_attention_{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}>",
+           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),  # h64, wgmma, wgmma2: 8 warps
            (q, kv, indices, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, float(sm_scale)),
-           q.device, shared_mem=WG_SHARED_BYTES if wgmma else H64_SHARED_BYTES)
+           q.device, shared_mem={"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
     if splits > 1:
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
                (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device)
