@@ -11,7 +11,10 @@ def indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *, max_c
     device = q_fp8.device
     blocks = min(contract.cdiv(max_context_len, contract.INDEXER_BLOCK), block_table.shape[1])
     span = blocks * contract.INDEXER_BLOCK
-    table = block_table[:, :blocks].long().clamp_min(0)
+    # columns past a context's blocks may hold anything (stale entries): read block 0 there instead
+    needed = (context_lens.long()[:, None] + contract.INDEXER_BLOCK - 1) // contract.INDEXER_BLOCK
+    table = block_table[:, :blocks].long()
+    table = torch.where(torch.arange(blocks, device=device)[None, :] < needed, table, 0)
     nb = kv_cache.shape[0]
     keys = kv_cache[:, :contract.INDEXER_KEY_BYTES].view(torch.float8_e4m3fn).view(nb, 64, 128)
     scales = kv_cache.view(torch.float32)[:, contract.INDEXER_KEY_BYTES // 4:]  # [nb, 64]

@@ -10,7 +10,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
     valid = indices >= 0
-    rows = kv[indices.long().clamp_min(0)].float()  # [B, K, 512]
+    # a -1 reads row 0, which may be a free slot holding NaN: zero it (0 x NaN would be NaN)
+    rows = kv[indices.long().clamp_min(0)].float().masked_fill(~valid[..., None], 0.0)  # [B, K, 512]
     scores = torch.einsum("bhd,bkd->bhk", q.float(), rows) * sm_scale
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
