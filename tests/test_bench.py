@@ -3,6 +3,7 @@
 import importlib.metadata
 import json
 import statistics
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,10 @@ from harness import crosscheck
 
 def test_time_call_stops_on_a_small_standard_error_and_reports_the_host_cost():
     calls = []
-    t = BN.time_call(lambda: calls.append(sum(range(2000))), "cpu", warmup=3, reps=50, min_reps=10, rel_sem=0.5)
+    # a 2 ms sleep keeps the spread small even on a loaded machine (a busy 2-core CI box made a
+    # sum-over-range call noisy enough to run to `reps`); the budget bounds a pathological machine
+    t = BN.time_call(lambda: calls.append(time.sleep(0.002)), "cpu", warmup=3, reps=50, min_reps=10, rel_sem=0.5,
+                     budget_s=0.5)
     assert t.clock == "wall" and t.samples == len(t.samples_us) and 10 <= t.samples < 50  # stopped early
     assert len(calls) == 3 + t.samples
     assert t.p10_us <= t.median_us <= t.p90_us and t.median_us == statistics.median(t.samples_us)
