@@ -3,9 +3,9 @@
 import importlib.metadata
 import json
 import statistics
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
