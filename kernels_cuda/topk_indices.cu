@@ -378,16 +378,17 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
 }
 
 // ---------------------------------------------------------------------------------------------
-// DSV4_TOPK_KERNEL=v2: one 1024-thread CTA per row, the row held in registers (VECS float4 a
-// thread: rows up to 4096 x VECS columns), no cluster and no shared-memory copy of the row.
-// Thread t holds vectors i*1024 + t (coalesced loads), so a column's place in the row is the order
-// (i, t, e) of vector, thread, element: the write-out ranks keys by that order with one block scan
-// of packed per-vector counts, which is column order. Digits and bucket rules are the cluster
-// kernel's (11/11/10 bits of the order-preserving key, stop once the bucket is taken whole); each
-// digit costs three block barriers and no block scan (warp scan, then a warp reduce of the warp
-// totals). Selection and order equal the cluster kernel's: keys above the bucket in column order,
-// then the first `remaining` keys inside it in column order; no atomic decides a position.
-// Columns at or past seq_len hold key 0, below every real key, and are never counted.
+// DSV4_TOPK_KERNEL=v2: one 1024-thread CTA per row, no cluster and no shared-memory copy of the row.
+// The row is cut in tiles of 4096 x VECS columns; thread t holds vectors i*1024 + t of a tile in
+// registers (coalesced float4 loads). A row of one tile is loaded once and stays in registers; a
+// longer row is re-read tile by tile in every pass (from L2 after the first when the batch fits it).
+// A column's place in its tile is the order (i, t, e) of vector, thread, element, so the write-out
+// ranks keys in column order with one block scan of packed per-vector counts a tile. Digits and
+// bucket rules are the cluster kernel's (11/11/10 bits of the order-preserving key, stop once the
+// bucket is taken whole); each digit costs three block barriers and no block scan (warp scan, then
+// a warp reduce of the warp totals). Output equals the cluster kernel's: keys above the bucket in
+// column order, then the first `remaining` keys inside it in column order; no atomic decides a
+// position. Columns at or past seq_len hold key 0, below every real key, and are never counted.
 
 // Inclusive scan over a warp of 64-bit packed counts (fields never carry into each other).
 __device__ __forceinline__ unsigned long long warp_inclusive_u64(unsigned long long v, int lane) {
@@ -399,12 +400,44 @@ __device__ __forceinline__ unsigned long long warp_inclusive_u64(unsigned long l
     return v;
 }
 
+// Raw bits of columns first + 4 * (i * 1024 + t) + 0..3 (past n: 0); all loads issued before any use.
+template <int VECS>
+__device__ __forceinline__ void load_tile(uint4 (&key)[VECS], const float* src, int first, int n, bool aligned, int t) {
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int c = first + 4 * (i * TOPK_THREADS + t);
+        if (aligned && c + 3 < n) {
+            const float4 v = *reinterpret_cast<const float4*>(src + c);
+            key[i] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
+        } else {
+            key[i].x = c < n ? __float_as_uint(src[c]) : 0u;
+            key[i].y = c + 1 < n ? __float_as_uint(src[c + 1]) : 0u;
+            key[i].z = c + 2 < n ? __float_as_uint(src[c + 2]) : 0u;
+            key[i].w = c + 3 < n ? __float_as_uint(src[c + 3]) : 0u;
+        }
+    }
+}
+
+// Raw bits -> order-preserving keys; columns at or past n -> key 0.
+template <int VECS>
+__device__ __forceinline__ void make_keys(uint4 (&key)[VECS], int first, int n, int t) {
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int c = first + 4 * (i * TOPK_THREADS + t);
+        key[i].x = c < n ? sortable_key(__uint_as_float(key[i].x)) : 0u;
+        key[i].y = c + 1 < n ? sortable_key(__uint_as_float(key[i].y)) : 0u;
+        key[i].z = c + 2 < n ? sortable_key(__uint_as_float(key[i].z)) : 0u;
+        key[i].w = c + 3 < n ? sortable_key(__uint_as_float(key[i].w)) : 0u;
+    }
+}
+
 template <int VECS>
 __global__ void __launch_bounds__(TOPK_THREADS, 1)
     dsv4_topk_indices_regs(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
                            const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
                            int page_size) {
     constexpr int PACKS = (VECS + 3) / 4;  // 16-bit count fields, four vectors per 64-bit word
+    constexpr int TILE = 4 * TOPK_THREADS * VECS;
     __shared__ __align__(16) int hist[2][TOPK_BINS];
     __shared__ int warp_sums[TOPK_WARPS];
     __shared__ unsigned long long warp_packs[2 * PACKS][TOPK_WARPS];
@@ -421,32 +454,14 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
     }
     const float* src = logits + (long long)b * columns;
     const bool aligned = (reinterpret_cast<unsigned long long>(src) & 15) == 0;
+    const int tiles = (n + TILE - 1) / TILE;
+    const bool resident = tiles == 1;  // the whole row stays in registers: loaded once
 
-    // the row's keys: vector i of thread t is columns 4 * (i * 1024 + t) + 0..3; all loads first
     uint4 key[VECS];
-#pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const int c = 4 * (i * TOPK_THREADS + t);
-        if (aligned && c + 3 < n) {
-            const float4 v = *reinterpret_cast<const float4*>(src + c);
-            key[i] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
-        } else {
-            key[i].x = c < n ? __float_as_uint(src[c]) : 0u;
-            key[i].y = c + 1 < n ? __float_as_uint(src[c + 1]) : 0u;
-            key[i].z = c + 2 < n ? __float_as_uint(src[c + 2]) : 0u;
-            key[i].w = c + 3 < n ? __float_as_uint(src[c + 3]) : 0u;
-        }
-    }
+    if (resident) load_tile<VECS>(key, src, 0, n, aligned, t);
     for (int i = t; i < TOPK_BINS; i += TOPK_THREADS) hist[0][i] = 0;  // hist[1] is zeroed in digit 0
     __syncthreads();
-#pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const int c = 4 * (i * TOPK_THREADS + t);
-        key[i].x = c < n ? sortable_key(__uint_as_float(key[i].x)) : 0u;
-        key[i].y = c + 1 < n ? sortable_key(__uint_as_float(key[i].y)) : 0u;
-        key[i].z = c + 2 < n ? sortable_key(__uint_as_float(key[i].z)) : 0u;
-        key[i].w = c + 3 < n ? sortable_key(__uint_as_float(key[i].w)) : 0u;
-    }
+    if (resident) make_keys<VECS>(key, 0, n, t);
 
     unsigned int lo = 0u, hi = 0xffffffffu;
     int remaining = k;
@@ -455,12 +470,18 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
         const unsigned int digit_mask = pass == 2 ? 0x3ffu : 0x7ffu;
         int* h = hist[pass & 1];
         const unsigned int width = hi - lo;
+        for (int tile = 0; tile < tiles; ++tile) {
+            if (!resident) {
+                load_tile<VECS>(key, src, tile * TILE, n, aligned, t);
+                make_keys<VECS>(key, tile * TILE, n, t);
+            }
 #pragma unroll
-        for (int i = 0; i < VECS; ++i) {  // key 0 (past seq_len) is never counted
-            if (key[i].x != 0u && key[i].x - lo <= width) atomicAdd(&h[(key[i].x >> digit_shift) & digit_mask], 1);
-            if (key[i].y != 0u && key[i].y - lo <= width) atomicAdd(&h[(key[i].y >> digit_shift) & digit_mask], 1);
-            if (key[i].z != 0u && key[i].z - lo <= width) atomicAdd(&h[(key[i].z >> digit_shift) & digit_mask], 1);
-            if (key[i].w != 0u && key[i].w - lo <= width) atomicAdd(&h[(key[i].w >> digit_shift) & digit_mask], 1);
+            for (int i = 0; i < VECS; ++i) {  // key 0 (past seq_len) is never counted
+                if (key[i].x != 0u && key[i].x - lo <= width) atomicAdd(&h[(key[i].x >> digit_shift) & digit_mask], 1);
+                if (key[i].y != 0u && key[i].y - lo <= width) atomicAdd(&h[(key[i].y >> digit_shift) & digit_mask], 1);
+                if (key[i].z != 0u && key[i].z - lo <= width) atomicAdd(&h[(key[i].z >> digit_shift) & digit_mask], 1);
+                if (key[i].w != 0u && key[i].w - lo <= width) atomicAdd(&h[(key[i].w >> digit_shift) & digit_mask], 1);
+            }
         }
         __syncthreads();
         // the other histogram's last reads (digit pass - 1) are behind the barriers of that digit
@@ -469,7 +490,12 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
         // `remaining` and the keys in it reach it (exactly one qualifies)
         const int a = TOPK_BINS - 1 - 2 * t;
         const int in_a = h[a], in_b = h[a - 1];
-        const int inclusive = warp_inclusive_u64((unsigned long long)(in_a + in_b), lane);
+        int inclusive = in_a + in_b;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+            if (lane >= off) inclusive += x;
+        }
         if (lane == 31) warp_sums[warp] = inclusive;
         __syncthreads();
         int warps_before = lane < warp ? warp_sums[lane] : 0;
@@ -492,55 +518,64 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
         if (inside == remaining) break;  // the whole bucket is taken (every thread decides the same)
     }
 
-    // Write-out. Per vector i, 16-bit fields: keys above the bucket (word p) and inside it
-    // (word PACKS + p), field i % 4 of word i / 4; one scan over threads of all 2 * PACKS words.
+    // Write-out, a tile at a time. Per vector i, 16-bit fields: keys above the bucket (word p) and
+    // inside it (word PACKS + p), field i % 4 of word i / 4; one scan over threads of all 2 * PACKS
+    // words a tile. above_base / inside_base: keys of the tiles and vectors before, over all threads.
     const unsigned int width = hi - lo;
-    unsigned long long mine[2 * PACKS];
-#pragma unroll
-    for (int p = 0; p < 2 * PACKS; ++p) mine[p] = 0ull;
-#pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const uint4 q = key[i];
-        const unsigned int above = (q.x > hi) + (q.y > hi) + (q.z > hi) + (q.w > hi);
-        const unsigned int in = (q.x != 0u && q.x - lo <= width) + (q.y != 0u && q.y - lo <= width) +
-                                (q.z != 0u && q.z - lo <= width) + (q.w != 0u && q.w - lo <= width);
-        mine[i / 4] += (unsigned long long)above << (16 * (i % 4));
-        mine[PACKS + i / 4] += (unsigned long long)in << (16 * (i % 4));
-    }
-    unsigned long long incl[2 * PACKS];
-#pragma unroll
-    for (int p = 0; p < 2 * PACKS; ++p) {
-        incl[p] = warp_inclusive_u64(mine[p], lane);
-        if (lane == 31) warp_packs[p][warp] = incl[p];
-    }
-    __syncthreads();
     const int first_inside = k - remaining;  // slots [0, k - remaining) hold the keys above the bucket
-    int above_base = 0, inside_base = 0;     // keys of vectors before i, over all threads
+    int above_base = 0, inside_base = 0;
+    for (int tile = 0; tile < tiles; ++tile) {
+        if (!resident) {
+            load_tile<VECS>(key, src, tile * TILE, n, aligned, t);
+            make_keys<VECS>(key, tile * TILE, n, t);
+            __syncthreads();  // warp_packs: the previous tile's reads are done
+        }
+        unsigned long long mine[2 * PACKS];
 #pragma unroll
-    for (int p = 0; p < 2 * PACKS; ++p) {
-        const unsigned long long w = warp_inclusive_u64(warp_packs[p][lane], lane);  // over warps
-        const unsigned long long before = (warp ? __shfl_sync(0xffffffffu, w, warp - 1) : 0ull);
-        const unsigned long long total = __shfl_sync(0xffffffffu, w, 31);
-        incl[p] = before + incl[p] - mine[p];  // exclusive over threads, per field
-        mine[p] = total;                       // the row's count per field
-    }
+        for (int p = 0; p < 2 * PACKS; ++p) mine[p] = 0ull;
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const uint4 q = key[i];
-        int slot_above = above_base + (int)((incl[i / 4] >> (16 * (i % 4))) & 0xffffu);
-        int slot_inside = inside_base + (int)((incl[PACKS + i / 4] >> (16 * (i % 4))) & 0xffffu);
-        above_base += (int)((mine[i / 4] >> (16 * (i % 4))) & 0xffffu);
-        inside_base += (int)((mine[PACKS + i / 4] >> (16 * (i % 4))) & 0xffffu);
-        const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+        for (int i = 0; i < VECS; ++i) {
+            const uint4 q = key[i];
+            const unsigned int above = (q.x > hi) + (q.y > hi) + (q.z > hi) + (q.w > hi);
+            const unsigned int in = (q.x != 0u && q.x - lo <= width) + (q.y != 0u && q.y - lo <= width) +
+                                    (q.z != 0u && q.z - lo <= width) + (q.w != 0u && q.w - lo <= width);
+            mine[i / 4] += (unsigned long long)above << (16 * (i % 4));
+            mine[PACKS + i / 4] += (unsigned long long)in << (16 * (i % 4));
+        }
+        unsigned long long incl[2 * PACKS];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int column = 4 * (i * TOPK_THREADS + t) + j;
-            if (e[j] > hi) {
-                out_row[slot_above++] = mapped(table_row, column, page_size);
-            } else if (e[j] != 0u && e[j] - lo <= width) {
-                if (slot_inside < remaining) out_row[first_inside + slot_inside] = mapped(table_row, column, page_size);
-                ++slot_inside;
+        for (int p = 0; p < 2 * PACKS; ++p) {
+            incl[p] = warp_inclusive_u64(mine[p], lane);
+            if (lane == 31) warp_packs[p][warp] = incl[p];
+        }
+        __syncthreads();
+#pragma unroll
+        for (int p = 0; p < 2 * PACKS; ++p) {
+            const unsigned long long w = warp_inclusive_u64(warp_packs[p][lane], lane);  // over warps
+            const unsigned long long before = (warp ? __shfl_sync(0xffffffffu, w, warp - 1) : 0ull);
+            const unsigned long long total = __shfl_sync(0xffffffffu, w, 31);
+            incl[p] = before + incl[p] - mine[p];  // exclusive over threads, per field
+            mine[p] = total;                       // the tile's count per field
+        }
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const uint4 q = key[i];
+            int slot_above = above_base + (int)((incl[i / 4] >> (16 * (i % 4))) & 0xffffu);
+            int slot_inside = inside_base + (int)((incl[PACKS + i / 4] >> (16 * (i % 4))) & 0xffffu);
+            above_base += (int)((mine[i / 4] >> (16 * (i % 4))) & 0xffffu);
+            inside_base += (int)((mine[PACKS + i / 4] >> (16 * (i % 4))) & 0xffffu);
+            const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int column = tile * TILE + 4 * (i * TOPK_THREADS + t) + j;
+                if (e[j] > hi) {
+                    out_row[slot_above++] = mapped(table_row, column, page_size);
+                } else if (e[j] != 0u && e[j] - lo <= width) {
+                    if (slot_inside < remaining) out_row[first_inside + slot_inside] = mapped(table_row, column, page_size);
+                    ++slot_inside;
+                }
             }
         }
+        if (above_base >= first_inside && inside_base >= remaining) break;  // every slot written (same in all threads)
     }
 }

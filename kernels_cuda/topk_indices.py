@@ -22,9 +22,10 @@ TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) K
 # for a side-by-side run.
 CTAS_PER_SM = int(os.environ.get("DSV4_TOPK_CTAS_PER_SM", "1"))
 MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
-# DSV4_TOPK_KERNEL=v2 (read at each call): rows up to REGS_COLUMNS run one CTA a row with the row in
-# registers (`dsv4_topk_indices_regs<VECS>`, VECS float4 a thread; 8 spills at 64 registers); longer
-# rows keep the cluster kernel. Unset or anything else: the cluster kernel for every shape.
+# DSV4_TOPK_KERNEL=v2 (read at each call): one CTA a row, `dsv4_topk_indices_regs<VECS>`. Rows up to
+# REGS_COLUMNS stay in registers (VECS float4 a thread, the fewest that hold the row; 8 spills at 64
+# registers); longer rows, up to DSV4_TOPK_V2_COLUMNS (default 65536), are re-read in tiles of
+# REGS_COLUMNS every pass; wider tensors keep the cluster kernel. Unset: the cluster kernel always.
 REGS_VECS = (1, 2, 4)
 REGS_COLUMNS = 4 * THREADS * REGS_VECS[-1]
 MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
@@ -80,8 +81,9 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         raise ValueError(f"topk_indices (CUDA): k = {k} exceeds {MAX_K} (the write-out's staging in shared memory)")
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
-        if os.environ.get("DSV4_TOPK_KERNEL") == "v2" and layout.columns <= REGS_COLUMNS:
-            vecs = next(v for v in REGS_VECS if 4 * THREADS * v >= layout.columns)
+        if (os.environ.get("DSV4_TOPK_KERNEL") == "v2"
+                and layout.columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536"))):
+            vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= layout.columns), REGS_VECS[-1])
             launch("topk_indices.cu", f"dsv4_topk_indices_regs<{vecs}>", (layout.batch,), (THREADS,),
                    (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                     page_size), logits.device)
