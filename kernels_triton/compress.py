@@ -107,14 +107,21 @@ def _c4_kernel(kv_ptr, state_ptr, ape_ptr, out_ptr, seg_ptr, d, POOL: tl.constex
 # with the running state when the block began earlier.
 @triton.jit
 def _c128_kernel(kv_ptr, state_ptr, new_state_ptr, ape_ptr, out_ptr, seg_ptr, d, POOL: tl.constexpr,
-                 STORE: tl.constexpr, MODE: tl.constexpr, SCRATCH: tl.constexpr, BLOCK_D: tl.constexpr):
+                 STORE: tl.constexpr, MODE: tl.constexpr, SCRATCH: tl.constexpr, ROWS: tl.constexpr,
+                 BLOCK_D: tl.constexpr):
     b, g, o, last, prefix, end, start, state, state_prev = _segment(seg_ptr, tl.program_id(0))
     E = 2 * d
     c = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     cmask = c < d
-    i = tl.arange(0, 128)
-    p = 128 * g + i
-    fresh = (p >= prefix) & (p < end)
+    # the tile's rows: the whole block (128), or, online with few new positions (decode), ROWS rows
+    # from the first new one
+    if ROWS == 128:
+        first = 128 * g
+    else:
+        first = tl.maximum(prefix, 128 * g)
+    p = first + tl.arange(0, ROWS)
+    i = p - 128 * g  # position in the block (the ape row)
+    fresh = (p >= prefix) & (p < tl.minimum(end, 128 * g + 128))
     read_new = fresh
     if (MODE != 2) and POOL:  # a completed block pools its positions before the prefix too
         read_old = p < tl.where(o >= 0, prefix, 0)  # (one comparison: the interpreter keeps it boolean)
@@ -199,9 +206,11 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
                              BLOCK_D=block_d)
         return out
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else out
+    # online reads only new positions: a decode step's tile needs 16 rows, not the block's 128
+    rows = 16 if mode == "online" and plan["most_new"] <= 16 else 128
     for pool, store in passes:
         _c128_kernel[grid](kv_score, state, scratch, ape, out, segments, d, POOL=pool, STORE=store,
-                           MODE=MODE_ID[mode], SCRATCH=plan["online_split"], BLOCK_D=block_d)
+                           MODE=MODE_ID[mode], SCRATCH=plan["online_split"], ROWS=rows, BLOCK_D=block_d)
     if plan["online_split"]:
         _commit_kernel[(plan["n_seg"], triton.cdiv(3 * d, 256))](state, scratch, segments, d, BLOCK=256)
     return out
