@@ -83,10 +83,11 @@ def test_a_stale_plan_trusted_under_validate_is_rejected_by_the_bad_input_family
 
 
 def test_every_backend_with_a_planner_gives_the_same_bits_with_and_without_it():
-    for name in ("reference", "triton"):
-        backend = backends.load(name, "cpu")
+    device = K.pick_device(None)  # on a GPU also a CUDA-graph replay of the planned calls
+    for name in ("reference", "triton") + (("cuda",) if device == "cuda" else ()):
+        backend = backends.load(name, device)
         for case_name in ("c4-paged-released", "c128-online-chunk-chain", "c4-ring-chunk-chain"):
-            result = K.check_case(backend, C.find("compress", case_name), "cpu")
+            result = K.check_case(backend, C.find("compress", case_name), device)
             assert result.ok, (name, case_name, result.message)
 
 
