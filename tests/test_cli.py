@@ -14,6 +14,7 @@ from harness import cli
 
 
 def _main(capsys, *args):
+    """The CLI in this process (cheap): exit status, stdout, stderr."""
     try:
         rc = cli.main([str(a) for a in args])
     except SystemExit as stop:

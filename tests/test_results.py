@@ -9,6 +9,7 @@ import pytest
 
 from harness import results as RS
 from harness import roofline
+from tests.test_cli import _main  # the CLI in this process: exit status, stdout, stderr
 from tests.test_harness_check import _cli
 
 
@@ -124,15 +125,6 @@ def test_a_document_written_part_way_says_so(tmp_path):
 
 
 
-def _main(capsys, *args):
-    """The CLI in this process (cheap): exit status, stdout, stderr."""
-    from harness import cli
-    try:
-        rc = cli.main([str(a) for a in args])
-    except SystemExit as stop:
-        rc = stop.code
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def _edit(path, **changes):
