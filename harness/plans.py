@@ -1,12 +1,12 @@
 """Plans (SPEC section 7): the per-step metadata work, done once and shared by every layer's call.
 
 A `Plan` records what it was made from (kind, device, scalars, a fingerprint of each metadata
-tensor: shape, dtype and a digest of its values) and carries the backend's own data (device
+tensor: shape, dtype and a host copy of its values) and carries the backend's own data (device
 tensors, counts, flags). `check_plan` is the op's side: with validate=True the op's own metadata
 must match the plan's by value (one host copy), else ValueError naming `plan`.
 
 `compress_plan` is the planner the reference, Triton and CUDA backends share: the work list of
-ratio-blocks ("segments") a call touches, as int32 device tensors, and the output size.
+ratio-blocks ("segments") a call touches, one int32 record each on the device, and the output size.
 """
 
 from __future__ import annotations
