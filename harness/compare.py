@@ -318,3 +318,25 @@ def sparse_attention(got, ref):
     if lse.ok:
         lse = elementwise(got["lse"], ref["lse"], "lse", atol=ATTN_LSE_BOUND, scale="abs")
     return report.merge("lse", lse)
+
+
+ATTN_FP8_COS_BOUND = 1e-5  # cosine distance of out per (row, head), SPEC 8
+
+
+def sparse_attention_fp8(got, ref):
+    """SPEC 8: section 4's bounds, plus the cosine distance of each (row, head) output vector."""
+    report = sparse_attention(got, ref)
+    if not report.ok:
+        return report
+    g = got["out"].double().cpu().flatten(0, -2)
+    r = ref["out"].double().cpu().flatten(0, -2)
+    denom = g.norm(dim=1) * r.norm(dim=1)
+    used = denom > 0  # an empty row is 0 in both (the elementwise bound held)
+    cos_dist = torch.where(used, 1 - (g * r).sum(dim=1) / torch.where(used, denom, 1.0), torch.zeros_like(denom))
+    worst = int(cos_dist.argmax()) if cos_dist.numel() else 0
+    report.metrics["out.max_row_cos_dist"] = cos_dist[worst].item() if cos_dist.numel() else 0.0
+    if cos_dist.numel() and cos_dist[worst] > ATTN_FP8_COS_BOUND:
+        heads = got["out"].shape[1]
+        report.fail(f"out: cosine distance {cos_dist[worst].item():.3g} > {ATTN_FP8_COS_BOUND} at out"
+                    f"[{worst // heads}, {worst % heads}] ({int((cos_dist > ATTN_FP8_COS_BOUND).sum())} rows past it)")
+    return report

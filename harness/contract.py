@@ -38,6 +38,21 @@ TOPK_SUPPORTED_K = (512, 1024, 2048)  # what kernels must support; the reference
 # sparse attention (SPEC 4)
 ATTN_DIM = 512
 
+# sparse attention over the FP8 cache (SPEC 8): per token 448 e4m3 dims then 64 bf16 RoPE dims
+# (576 bytes, at 576 * o in the page), and after the page's records 8 bytes per token at
+# 576 * page_size + 8 * o: 7 ue8m0 scales (one per 64 dims of the e4m3 part) and a byte no one reads
+FP8_KV_NOPE = 448  # dims stored as e4m3
+FP8_KV_ROPE = ATTN_DIM - FP8_KV_NOPE  # dims stored as bf16
+FP8_KV_TILE = 64  # dims per scale
+FP8_KV_SCALES = FP8_KV_NOPE // FP8_KV_TILE  # 7
+FP8_KV_ROW_BYTES = FP8_KV_NOPE + 2 * FP8_KV_ROPE  # 576
+FP8_KV_SCALE_BYTES = 8  # 7 scales and an unspecified byte
+FP8_KV_TOKEN_BYTES = FP8_KV_ROW_BYTES + FP8_KV_SCALE_BYTES  # 584
+FP8_KV_SCALE_BIAS = 127  # ue8m0: scale = 2 ** (byte - 127)
+FP8_KV_MAX_PAGE_SIZE = 256
+FP8_KV_STRIDE_MULTIPLE = 16  # page stride in bytes
+FP8_KV_ALIGN = 256  # bytes, the cache's data pointer
+
 INT32_MAX = 2**31 - 1
 
 
@@ -463,3 +478,66 @@ def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate
             raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, "
                                         f"expected -1 <= index < {kv.shape[0]} (rows of kv)")
     return AttentionLayout(batch, heads, indices.shape[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse attention over the FP8 cache
+
+
+@dataclass(frozen=True)
+class AttentionFp8Layout:
+    batch: int
+    heads: int
+    topk: int  # K, indices per row
+    num_pages: int
+    page_size: int
+    page_stride: int  # bytes
+
+    @property
+    def slots(self):
+        return self.num_pages * self.page_size
+
+
+def fp8_kv_page_stride(page_size):
+    """The page stride the engines use: 584 bytes a token rounded up to a multiple of 576."""
+    return cdiv(FP8_KV_TOKEN_BYTES * page_size, FP8_KV_ROW_BYTES) * FP8_KV_ROW_BYTES
+
+
+def check_sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None,
+                               validate=True) -> AttentionFp8Layout:
+    batch, heads = _queries("q", q, torch.bfloat16, ATTN_DIM)
+    device = q.device
+    page_size = _int("page_size", page_size, minimum=1, maximum=FP8_KV_MAX_PAGE_SIZE)
+    if page_size & (page_size - 1):
+        raise InputError("page_size", f"expected a power of two <= {FP8_KV_MAX_PAGE_SIZE}, got {page_size}")
+    _tensor("kv_cache", kv_cache, torch.uint8, 2, device)
+    num_pages, stride = kv_cache.shape
+    if num_pages < 1:
+        raise InputError("kv_cache", f"expected at least one page, got shape {tuple(kv_cache.shape)}")
+    if stride % FP8_KV_STRIDE_MULTIPLE or stride < FP8_KV_TOKEN_BYTES * page_size:
+        raise InputError("kv_cache", f"expected a page stride that is a multiple of {FP8_KV_STRIDE_MULTIPLE} "
+                                     f"and >= {FP8_KV_TOKEN_BYTES} * page_size = {FP8_KV_TOKEN_BYTES * page_size} "
+                                     f"bytes, got {stride}")
+    if kv_cache.data_ptr() % FP8_KV_ALIGN:
+        raise InputError("kv_cache", f"expected a data pointer aligned to {FP8_KV_ALIGN} bytes, "
+                                     f"got one {kv_cache.data_ptr() % FP8_KV_ALIGN} bytes past it")
+    if num_pages * page_size > INT32_MAX:
+        raise InputError("kv_cache", f"{num_pages} pages x {page_size} slots exceed int32 slot ids")
+    _tensor("indices", indices, torch.int32, 2, device)
+    if indices.shape[0] != batch:
+        raise InputError("indices", f"expected {batch} rows (one per query row), got {indices.shape[0]}")
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or not math.isfinite(sm_scale) \
+            or sm_scale <= 0:
+        raise InputError("sm_scale", f"expected a finite float > 0, got {sm_scale!r}")
+    if attn_sink is not None:
+        _tensor("attn_sink", attn_sink, torch.float32, 1, device)
+        _shape("attn_sink", attn_sink, (heads,))
+    slots = num_pages * page_size
+    if validate and indices.numel():
+        lo, hi = int(indices.min()), int(indices.max())
+        if lo < -1 or hi >= slots:
+            bad = ((indices < -1) | (indices >= slots)).nonzero()[0]
+            b, i = int(bad[0]), int(bad[1])
+            raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, expected -1 <= index < "
+                                        f"{slots} (num_pages * page_size slots of kv_cache)")
+    return AttentionFp8Layout(batch, heads, indices.shape[1], num_pages, page_size, stride)

@@ -534,3 +534,130 @@ def to_device(inputs, device):
         return x.to(device) if isinstance(x, torch.Tensor) else x
     return OpInputs(tuple(move(a) for a in inputs.args), {k: move(v) for k, v in inputs.kwargs.items()},
                     inputs.extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# sparse attention over the FP8 cache (SPEC 8)
+
+
+def quantize_attention_rows(x):
+    """SPEC 8's quantiser: bf16 rows [N, 512] -> (e4m3 dims 0..447 [N, 448] float8_e4m3fn, scale
+    bytes [N, 7] uint8, RoPE dims 448..511 [N, 64] bfloat16). Per tile of 64 dims:
+    a = max(amax|x|, 1e-4), e = ceil(log2(a / 448)), stored e4m3(RNE(clamp(x / 2**e, +-448))),
+    scale byte 127 + e."""
+    x = x.float()
+    nope = x[:, :contract.FP8_KV_NOPE].reshape(x.shape[0], contract.FP8_KV_SCALES, contract.FP8_KV_TILE)
+    amax = nope.abs().amax(dim=-1).double().clamp_min(1e-4)
+    # float64 log2 is exact at powers of two, so a tile whose amax / 448 is one gets that exponent
+    e = torch.ceil(torch.log2(amax / contract.FP8_MAX))
+    scaled = (nope.double() / torch.exp2(e)[..., None]).clamp(-contract.FP8_MAX, contract.FP8_MAX)
+    e4m3 = scaled.float().to(torch.float8_e4m3fn)  # exact in float32 (power of two), then RNE
+    scale_bytes = (e + contract.FP8_KV_SCALE_BIAS).to(torch.uint8)
+    return (e4m3.reshape(x.shape[0], contract.FP8_KV_NOPE), scale_bytes,
+            x[:, contract.FP8_KV_NOPE:].bfloat16())
+
+
+def dequantize_attention_rows(e4m3, scale_bytes, rope, dtype=torch.float64):
+    """SPEC 8's dequantised rows [N, 512]: e4m3 x 2**(byte - 127) per 64 dims, then the bf16 RoPE dims."""
+    scales = torch.exp2(scale_bytes.to(torch.float64) - contract.FP8_KV_SCALE_BIAS)
+    nope = e4m3.to(torch.float64).reshape(-1, contract.FP8_KV_SCALES, contract.FP8_KV_TILE) * scales[..., None]
+    return torch.cat([nope.reshape(-1, contract.FP8_KV_NOPE), rope.to(torch.float64)], dim=1).to(dtype)
+
+
+def aligned_bytes(shape, device="cpu", align=contract.FP8_KV_ALIGN):
+    """An uninitialised contiguous uint8 tensor of `shape` whose data pointer is `align`-aligned
+    (the CPU allocator guarantees only 64 bytes)."""
+    numel = 1
+    for s in shape:
+        numel *= s
+    raw = torch.empty(numel + align, dtype=torch.uint8, device=device)
+    skip = (-raw.data_ptr()) % align
+    return raw[skip:skip + numel].view(*shape)
+
+
+def pack_attention_fp8_cache(rows, slots, num_pages, page_size, gen, *, page_stride=None):
+    """A SPEC 8 cache uint8 [num_pages, page_stride] (engines' stride by default) holding the
+    quantised bf16 `rows` [N, 512] at slot ids `slots` [N]. Every other byte is garbage (NaN codes,
+    +-448, random bytes): unwritten slots, padding past 584 * page_size, and byte 7 of each written
+    scale group, which holds 0xFF (a scale of 2**128, inf in fp32, were it read as one)."""
+    stride = page_stride or contract.fp8_kv_page_stride(page_size)
+    cache = aligned_bytes((num_pages, stride))
+    cache.copy_(garbage((num_pages, stride), torch.uint8, gen))
+    e4m3, scale_bytes, rope = quantize_attention_rows(rows)
+    slots = slots.long()
+    page, o = slots // page_size, slots % page_size
+    record = torch.cat([e4m3.view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1)  # little-endian
+    data = cache[:, :contract.FP8_KV_ROW_BYTES * page_size].view(num_pages, page_size, contract.FP8_KV_ROW_BYTES)
+    data[page, o] = record
+    scale_part = cache[:, contract.FP8_KV_ROW_BYTES * page_size:contract.FP8_KV_TOKEN_BYTES * page_size]
+    groups = scale_part.view(num_pages, page_size, contract.FP8_KV_SCALE_BYTES)
+    groups[page, o] = torch.cat([scale_bytes, torch.full((len(slots), 1), 0xFF, dtype=torch.uint8)], dim=1)
+    return cache
+
+
+def read_attention_fp8_cache(cache, slots, page_size):
+    """The records at slot ids `slots` [N] of a SPEC 8 cache: (e4m3 [N, 448], scale bytes [N, 7],
+    RoPE bf16 [N, 64]), read by byte offset as the SPEC states it (the harness's independent reader)."""
+    flat = cache.reshape(-1)
+    stride = cache.shape[1]
+    slots = slots.long().cpu()
+    page, o = slots // page_size, slots % page_size
+    base = page * stride + contract.FP8_KV_ROW_BYTES * o
+    data = flat.cpu()[base[:, None] + torch.arange(contract.FP8_KV_ROW_BYTES)]
+    scale_at = page * stride + contract.FP8_KV_ROW_BYTES * page_size + contract.FP8_KV_SCALE_BYTES * o
+    scale_bytes = flat.cpu()[scale_at[:, None] + torch.arange(contract.FP8_KV_SCALES)]
+    return (data[:, :contract.FP8_KV_NOPE].contiguous().view(torch.float8_e4m3fn), scale_bytes,
+            data[:, contract.FP8_KV_NOPE:].contiguous().view(torch.bfloat16))
+
+
+def attention_fp8_rows(n, gen, *, tile_log2=(-2.0, 2.0), rope_scale=1.0):
+    """bf16 rows [n, 512] as RMS-normalised rows look: each 64-dim tile of the e4m3 part its own
+    magnitude 2**u, u uniform over tile_log2 (SPEC 8: 2^-2 .. 2^2), the RoPE part times rope_scale."""
+    lo, hi = tile_log2
+    tiles = torch.exp2(lo + (hi - lo) * torch.rand(n, contract.FP8_KV_SCALES, 1, generator=gen))
+    nope = (randn(gen, n, contract.FP8_KV_SCALES, contract.FP8_KV_TILE) * tiles).reshape(n, contract.FP8_KV_NOPE)
+    rope = randn(gen, n, contract.FP8_KV_ROPE, scale=rope_scale)
+    return torch.cat([nope, rope], dim=1).bfloat16()
+
+
+def scatter_slots(pool_rows, num_pages, page_size, indices, gen):
+    """Slot ids for the logical pool rows 0..pool_rows-1, scattered over the pages at random, with
+    two rows the indices name placed in the pool's first slot and its last, so every index set
+    reaches both ends."""
+    total = num_pages * page_size
+    if pool_rows > total:
+        raise ValueError(f"{pool_rows} rows do not fit {num_pages} pages of {page_size}")
+    slots = torch.randperm(total, generator=gen)[:pool_rows]
+    named = torch.unique(indices[indices >= 0].long())
+    if len(named):
+        for target, row in ((0, int(named[0])), (total - 1, int(named[-1]))):
+            holder = (slots == target).nonzero().flatten()
+            if len(holder):
+                slots[holder[0]] = slots[row].clone()
+            slots[row] = target
+    return slots
+
+
+def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128, page_size=64, seed,
+                         device="cpu", sink=True, q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5,
+                         indices=None, pool_rows=None, spare_pages=2, tile_log2=(-2.0, 2.0), rope_scale=1.0,
+                         page_stride=None):
+    """q, a SPEC 8 cache and engine-like indices (as attention_inputs) for decode rows at
+    `positions`, or your own `indices` over `pool_rows` logical rows. The logical rows live in
+    slots scattered over num_pages = ceil(pool_rows / page_size) + spare_pages pages; the indices
+    returned are slot ids. extra holds the bf16 rows (`rows`) and their slots (`slots`)."""
+    gen = generator(seed)
+    if indices is None:
+        indices, pool_rows = attention_indices(positions, ratio=ratio, topk=topk, window=window, gen=gen)
+    pool_rows = max(pool_rows, 1)
+    num_pages = -(-pool_rows // page_size) + spare_pages
+    slots = scatter_slots(pool_rows, num_pages, page_size, indices, gen)
+    rows = attention_fp8_rows(pool_rows, gen, tile_log2=tile_log2, rope_scale=rope_scale)
+    cache = pack_attention_fp8_cache(rows, slots, num_pages, page_size, gen, page_stride=page_stride)
+    slot_indices = torch.where(indices >= 0, slots[indices.long().clamp_min(0)].int(), -1).int()
+    batch = indices.shape[0]
+    q = randn(gen, batch, heads, contract.ATTN_DIM, scale=q_scale).bfloat16()
+    kwargs = dict(page_size=page_size, sm_scale=sm_scale,
+                  attn_sink=randn(gen, heads) if sink else None)
+    inputs = OpInputs((q, cache, slot_indices), kwargs, dict(seed=seed, rows=rows, slots=slots))
+    return to_device(inputs, device)

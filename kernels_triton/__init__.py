@@ -6,9 +6,11 @@ import os
 from kernels_triton.compress import compress, compress_plan
 from kernels_triton.indexer_logits import indexer_logits
 from kernels_triton.sparse_attention import sparse_attention
+from kernels_triton.sparse_attention_fp8 import sparse_attention_fp8
 from kernels_triton.topk_indices import topk_indices
 
-__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "unavailable_reason"]
+__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "sparse_attention_fp8",
+           "unavailable_reason"]
 
 
 def unavailable_reason(device):

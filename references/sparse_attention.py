@@ -11,11 +11,16 @@ from harness import contract
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
-    layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
-                                             validate=validate)
+    contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink, validate=validate)
+    return attend(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink)
+
+
+def attend(q, kv, indices, *, sm_scale, attn_sink=None):
+    """The math above in float64 over rows of any float kv (validated input; shared with SPEC 8)."""
+    batch, heads = q.shape[:2]
     out = torch.zeros(q.shape, dtype=torch.float64, device=q.device)
-    lse = torch.full((layout.batch, layout.heads), float("-inf"), dtype=torch.float64, device=q.device)
-    for b in range(layout.batch):
+    lse = torch.full((batch, heads), float("-inf"), dtype=torch.float64, device=q.device)
+    for b in range(batch):
         rows = indices[b][indices[b] >= 0].long()
         if rows.numel() == 0:
             continue
