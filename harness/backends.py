@@ -1,4 +1,4 @@
-"""The backend registry: a name -> a module exporting the four SPEC ops, or the reason it cannot.
+"""The backend registry: a name -> a module exporting the five SPEC ops, or the reason it cannot.
 
 Registered names map to packages of this repo; any other name is taken as a dotted module path, so
 a user checks a kernel of their own with `--backend mypkg.my_kernels`. A backend module may define
@@ -45,7 +45,7 @@ def module_path(name: str) -> str:
 
 
 def load(name: str, device: str | None = None) -> Backend:
-    """Import the backend and check it exports the four ops; with a device, check it can run there."""
+    """Import the backend and check it exports the five ops; with a device, check it can run there."""
     path = module_path(name)
     try:
         module = importlib.import_module(path)

@@ -36,6 +36,8 @@ BASES = {
     "indexer": lambda dev: I.indexer_inputs(context_lens=[70, 3], heads=32, seed=2, max_context_len=128, device=dev),
     "topk": lambda dev: I.topk_inputs(seq_lens=[30, 5], columns=40, k=8, page_size=16, seed=3, device=dev),
     "attention": lambda dev: I.attention_inputs(positions=[40, 300], heads=16, topk=16, seed=4, device=dev),
+    "attention_fp8": lambda dev: I.attention_fp8_inputs(positions=[40, 300], heads=16, topk=16, page_size=2, seed=5,
+                                                        device=dev),
 }
 
 
@@ -106,6 +108,11 @@ def at_size(where, index, of, dim=0):
 
 def wider_d(t, dev):  # every row twice as wide: 4*(2d) or 2*(2d), a valid width for another d
     return torch.cat([t, t], 1)
+
+
+def aligned(rows, columns, dev):
+    """A zeroed uint8 [rows, columns] whose data pointer is 256-byte aligned (a SPEC 8 cache)."""
+    return I.aligned_bytes((rows, columns), dev).zero_()
 
 
 def blames(op, message, argument):
@@ -221,6 +228,36 @@ BAD_INPUTS = [
     B("topk_indices", "page_size", "page_size = 0", "topk", kwarg("page_size", value(0))),
     B("topk_indices", "page_size", "page_size = -16", "topk", kwarg("page_size", value(-16))),
     B("topk_indices", "k", "k = -512", "topk", kwarg("k", value(-512))),
+
+    B("sparse_attention_fp8", "q", "float32", "attention_fp8", arg(0, cast(torch.float32))),
+    B("sparse_attention_fp8", "q", "head dim 448", "attention_fp8", arg(0, sliced(_, _, slice(0, 448)))),
+    B("sparse_attention_fp8", "kv_cache", "int8", "attention_fp8", arg(1, lambda t, dev: t.view(torch.int8))),
+    B("sparse_attention_fp8", "kv_cache", "viewed as float8_e4m3fn", "attention_fp8",
+      arg(1, lambda t, dev: t.view(torch.float8_e4m3fn))),
+    B("sparse_attention_fp8", "kv_cache", "page stride 584 * page_size + 8 (not a multiple of 16)", "attention_fp8",
+      arg(1, lambda t, dev: aligned(t.shape[0], 584 * 2 + 8, dev))),
+    B("sparse_attention_fp8", "kv_cache", "page stride below 584 * page_size", "attention_fp8",
+      arg(1, lambda t, dev: aligned(t.shape[0], 576 * 2, dev))),
+    B("sparse_attention_fp8", "kv_cache", "not contiguous", "attention_fp8", arg(1, lambda t, dev: t[:, :1168])),
+    B("sparse_attention_fp8", "kv_cache", "data pointer 16 bytes past 256-byte alignment", "attention_fp8",
+      arg(1, lambda t, dev: aligned(t.shape[0] * t.shape[1] + 16, 1, dev)[16:, 0].view(t.shape))),
+    B("sparse_attention_fp8", "kv_cache", "no pages", "attention_fp8", arg(1, sliced(slice(0, 0)))),
+    B("sparse_attention_fp8", "kv_cache", "on another device", "attention_fp8", arg(1, elsewhere)),
+    B("sparse_attention_fp8", "indices", "slot = num_pages * page_size", "attention_fp8",
+      lambda a, kw, dev: a[2].__setitem__((1, 3), a[1].shape[0] * kw["page_size"])),
+    B("sparse_attention_fp8", "indices", "index -2", "attention_fp8", item(2, (0, 0), -2)),
+    B("sparse_attention_fp8", "indices", "int64", "attention_fp8", arg(2, cast(torch.int64))),
+    B("sparse_attention_fp8", "indices", "1 row for 2 query rows", "attention_fp8", arg(2, sliced(slice(0, 1)))),
+    B("sparse_attention_fp8", "page_size", "3 (not a power of two)", "attention_fp8", kwarg("page_size", value(3))),
+    B("sparse_attention_fp8", "page_size", "512", "attention_fp8", kwarg("page_size", value(512))),
+    B("sparse_attention_fp8", "page_size", "0", "attention_fp8", kwarg("page_size", value(0))),
+    B("sparse_attention_fp8", "page_size", "2.0 (float)", "attention_fp8", kwarg("page_size", value(2.0))),
+    B("sparse_attention_fp8", "kv_cache", "page_size 4 on a cache of 2-slot pages", "attention_fp8",
+      kwarg("page_size", value(4))),
+    B("sparse_attention_fp8", "sm_scale", "NaN", "attention_fp8", kwarg("sm_scale", value(float("nan")))),
+    B("sparse_attention_fp8", "attn_sink", "8 entries for 16 heads", "attention_fp8",
+      kwarg("attn_sink", sliced(slice(0, 8)))),
+    B("sparse_attention_fp8", "attn_sink", "float64", "attention_fp8", kwarg("attn_sink", cast(torch.float64))),
 
     B("sparse_attention", "q", "float32", "attention", arg(0, cast(torch.float32))),
     B("sparse_attention", "q", "head dim 256", "attention", arg(0, sliced(_, _, slice(0, 256)))),

@@ -279,6 +279,44 @@ def _attention_cases():
 # benchmark cases: production shapes (built only where they fit: the GPU)
 
 
+# sparse_attention_fp8 (SPEC 8): as sparse_attention (positions / random, heads, ratio, topk) plus
+# page_size, optional page_stride (bytes; default the engines'), tile_log2 (the range of each 64-dim
+# tile's magnitude, log2), rope_scale, empty_rows, duplicates
+
+
+def _attention_fp8_cases():
+    op = "sparse_attention_fp8"
+    return [
+        _c(op, "csa-decode-page64", "csa", 31, positions=[5, 127, 300, 5000], heads=64, ratio=4, topk=64, page_size=64),
+        _c(op, "c128-page2", "pages", 32, positions=[130, 2000, 8191], heads=32, ratio=128, topk=64, page_size=2),
+        _c(op, "swa-page256", "pages", 33, positions=[700, 40], heads=16, ratio=4, topk=16, page_size=256),
+        _c(op, "page1", "pages", 34, positions=[300], heads=16, ratio=4, topk=32, page_size=1),
+        _c(op, "wide-page-stride", "pages", 35, positions=[900, 33], heads=16, ratio=4, topk=64, page_size=2,
+           page_stride=1728 + 2 * 576 + 16),
+        _c(op, "empty-rows", "invalid", 36, positions=[600, 70, 900], heads=32, ratio=4, topk=64, page_size=64,
+           empty_rows=[1]),
+        _c(op, "duplicates", "invalid", 37, positions=[2000, 3000], heads=16, ratio=4, topk=64, page_size=64,
+           duplicates=True),
+        _c(op, "no-sink", "sink", 38, positions=[600, 70], heads=32, ratio=4, topk=64, page_size=64, sink=False),
+        _c(op, "scales-across-e4m3", "scale", 39, positions=[4000, 60], heads=16, ratio=4, topk=64, page_size=64,
+           tile_log2=(-16.0, 3.0)),
+        _c(op, "tiny-tiles", "scale", 40, positions=[1000], heads=16, ratio=4, topk=64, page_size=64,
+           tile_log2=(-24.0, -14.0)),
+        _c(op, "large-rope", "scale", 41, positions=[3000, 90], heads=16, ratio=4, topk=64, page_size=64,
+           rope_scale=20.0),
+        _c(op, "h128", "heads", 42, positions=[900], heads=128, ratio=4, topk=64, page_size=64),
+        _c(op, "h80", "heads", 43, positions=[300, 4000], heads=80, ratio=4, topk=32, page_size=64),
+        _c(op, "k70-random", "sizes", 44, random=(70, 400, 0.3), heads=16, page_size=64),
+        _c(op, "k1", "sizes", 45, random=(1, 10, 0.0), heads=16, page_size=2),
+        _c(op, "v4-flash-decode", "csa", 46, "full", positions=[4096 + 997 * i for i in range(64)], heads=64,
+           ratio=4, topk=512, page_size=64),
+        _c(op, "v4-pro-decode", "csa", 47, "full", positions=[8192 + 1501 * i for i in range(32)], heads=128,
+           ratio=4, topk=1024, page_size=64),
+        _c(op, "hca-8192", "hca", 48, "full", positions=[(1 << 20) - 1, 500000], heads=64, ratio=128, topk=8192,
+           page_size=2),
+    ]
+
+
 def _b(op, name, seed, **params):
     return _c(op, name, "bench", seed, "bench", **params)
 
@@ -369,6 +407,18 @@ BENCH = {
         _b("compress", "c4-paged-prefill-32k", 127, ratio=4, d=512, mode="paged", prefix=[0], steps=[[32768]]),
     ],
 }
+# the FP8 cache at the decode shapes (SPEC 8): CSA window + top-k over a C4-like pool of 64-token
+# pages, HCA window + 8192 entries over a C128-like pool of 2-token pages
+BENCH["v4-flash"] += [
+    _b("sparse_attention_fp8", f"decode-b{len(p)}-h64-k640", 180 + i, positions=p, heads=64, ratio=4, topk=512,
+       page_size=64) for i, p in enumerate((_DECODE_64[:1], _DECODE_64[:8], _DECODE_64, _DECODE_256))
+] + [_b("sparse_attention_fp8", "hca-decode-b64-h64-k8320", 184, positions=_HCA_64, heads=64, ratio=128, topk=8192,
+        page_size=2)]
+BENCH["v4-pro"] += [
+    _b("sparse_attention_fp8", f"decode-b{len(p)}-h128-k1152", 185 + i, positions=p, heads=128, ratio=4,
+       topk=1024, page_size=64) for i, p in enumerate((_DECODE_64[:1], _DECODE_64[:8], _DECODE_64, _DECODE_256))
+] + [_b("sparse_attention_fp8", "hca-decode-b64-h128-k8320", 189, positions=_HCA_64, heads=128, ratio=128,
+        topk=8192, page_size=2)]
 
 
 def preset_of(case):
@@ -382,7 +432,8 @@ def _bad_input_cases():
     return [_c(op, name, "bad-input", 0, bad=name) for op in contract.OPS for name, _ in badinput.names(op)]
 
 
-TESTS = _compress_cases() + _indexer_cases() + _topk_cases() + _attention_cases() + _bad_input_cases()
+TESTS = (_compress_cases() + _indexer_cases() + _topk_cases() + _attention_cases() + _attention_fp8_cases()
+         + _bad_input_cases())
 
 
 def select(ops=None, tier="quick", names=None):
@@ -493,8 +544,23 @@ def _fuzz_attention(rng):
     return params
 
 
+def _fuzz_attention_fp8(rng):
+    params = _fuzz_attention(rng)
+    del params["pool_pad"]  # the slots are scattered over the pages instead
+    if params.get("ratio") == 4:  # CPU-affordable pools: at most 4096 visible entries a row
+        params["positions"] = [min(p, 16383) for p in params["positions"]]
+    params.update(page_size=rng.choice([1, 2, 2, 4, 16, 64, 64, 128, 256]),
+                  tile_log2=rng.choice([(-2.0, 2.0), (-2.0, 2.0), (-16.0, 3.0), (-24.0, -10.0)]),
+                  rope_scale=rng.choice([1.0, 1.0, 30.0]))
+    if rng.random() < 0.3:  # a stride past the engines': more bytes per page than the records need
+        params["page_stride"] = contract.fp8_kv_page_stride(params["page_size"]) + 16 * rng.randint(1, 80)
+    if params.get("random") and params["random"][1] > 1500:  # CPU-affordable pools of 584-byte slots
+        params["random"] = (params["random"][0], 1500, params["random"][2])
+    return params
+
+
 _FUZZERS = {"compress": _fuzz_compress, "indexer_logits": _fuzz_indexer, "topk_indices": _fuzz_topk,
-            "sparse_attention": _fuzz_attention}
+            "sparse_attention": _fuzz_attention, "sparse_attention_fp8": _fuzz_attention_fp8}
 
 
 def fuzz_case(op, seed):
@@ -573,7 +639,7 @@ def _shrink_params(op, p):
         add(distinct=None)
         add(neg_inf_inside=None)
         add(nan_in_short_rows=False)
-    elif op == "sparse_attention":
+    elif op in ("sparse_attention", "sparse_attention_fp8"):
         rows = len(p["positions"])
         for b in range(rows) if rows > 1 else ():
             add(positions=p["positions"][:b] + p["positions"][b + 1:],
@@ -600,7 +666,13 @@ def _shrink_params(op, p):
         add(q_scale=1.0)
         add(sink=False)
         add(sink_scale=1.0)
-        add(pool_pad=(0, 0))
+        if op == "sparse_attention":
+            add(pool_pad=(0, 0))
+        else:
+            add(page_size=64)
+            add(page_stride=None)
+            add(tile_log2=(-2.0, 2.0))
+            add(rope_scale=1.0)
     return out
 
 
@@ -678,4 +750,27 @@ def build(case, device="cpu"):
             I.duplicate_some_indices(idx, gen)
         I.poison_unnamed_rows(x.args[1], idx, gen)  # rows the changes above left unnamed
         return I.to_device(x, device)
+    if case.op == "sparse_attention_fp8":
+        return _build_attention_fp8(case, device)
     raise KeyError(case.op)
+
+
+def _build_attention_fp8(case, device):
+    """Engine-like (or random) index rows over logical pool rows, the -1 rows and duplicates the
+    case asks for, then the rows quantised into slots scattered over the pages (inputs.py)."""
+    p = case.params
+    gen = I.generator(case.seed + 7919)
+    if "random" in p:
+        k, pool, invalid = p["random"]
+        idx = I.random_indices(len(p.get("positions", [0, 0, 0])), k, pool, invalid, gen)
+    else:
+        idx, pool = I.attention_indices(p["positions"], ratio=p["ratio"], topk=p["topk"], gen=gen)
+    for row in p.get("empty_rows", []):
+        idx[row] = -1
+    if p.get("duplicates"):
+        I.duplicate_some_indices(idx, gen)
+    return I.attention_fp8_inputs(heads=p["heads"], indices=idx, pool_rows=pool, page_size=p["page_size"],
+                                  seed=case.seed, device=device, sink=p.get("sink", True),
+                                  q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5),
+                                  sink_scale=p.get("sink_scale", 1.0), tile_log2=tuple(p.get("tile_log2", (-2.0, 2.0))),
+                                  rope_scale=p.get("rope_scale", 1.0), page_stride=p.get("page_stride"))

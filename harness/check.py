@@ -197,6 +197,8 @@ def compare_outputs(case, x, got, ref):
     if case.op == "topk_indices":
         logits, seq_lens, table = x.args
         return compare.topk_indices(got, ref, logits=logits, seq_lens=seq_lens, page_table=table, **x.kwargs)
+    if case.op == "sparse_attention_fp8":
+        return compare.sparse_attention_fp8(got, ref)
     return compare.sparse_attention(got, ref)
 
 

@@ -106,7 +106,7 @@ def _run(argv):
     registered = ", ".join(backends.REGISTERED)
     p = sub.add_parser("check", help="check backends against the float64 reference", **kw)
     p.add_argument("--backend", action=_names(), nargs="+", metavar="NAME",
-                   help=f"registered name ({registered}) or a dotted module exporting the four ops; {LISTS}; "
+                   help=f"registered name ({registered}) or a dotted module exporting the five ops; {LISTS}; "
                         "default: every available non-reference backend, else the reference")
     p.add_argument("--device", type=_device_name, default="auto", help="cpu, cuda, cuda:N or auto (cuda when there "
                                                                          "is one)")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-OPS = ("compress", "indexer_logits", "topk_indices", "sparse_attention")
+OPS = ("compress", "indexer_logits", "topk_indices", "sparse_attention", "sparse_attention_fp8")
 
 # compress (SPEC 1)
 RATIOS = (4, 128)

@@ -1,4 +1,4 @@
-"""Builders of realistic inputs for the four ops, shared by tests, checks and benchmarks.
+"""Builders of realistic inputs for the five ops, shared by tests, checks and benchmarks.
 
 Everything random is drawn on the CPU from a seeded generator and then moved to the target device,
 so a seed gives the same case on every device. Memory an op must not read (ring slots and pages
@@ -68,6 +68,9 @@ class OpInputs:
     def clone(self):
         """A deep copy of every tensor, so a state updated in place by one call leaves this intact."""
         def copy(x):
+            if isinstance(x, torch.Tensor) and x.dtype == torch.uint8 and x.is_contiguous() \
+                    and x.data_ptr() % contract.FP8_KV_ALIGN == 0:  # a SPEC 8 cache stays aligned
+                return aligned_bytes(tuple(x.shape), x.device).copy_(x)
             return x.clone() if isinstance(x, torch.Tensor) else x
         return OpInputs(tuple(copy(a) for a in self.args), {k: copy(v) for k, v in self.kwargs.items()},
                         dict(self.extra))
@@ -550,8 +553,9 @@ def quantize_attention_rows(x):
     amax = nope.abs().amax(dim=-1).double().clamp_min(1e-4)
     # float64 log2 is exact at powers of two, so a tile whose amax / 448 is one gets that exponent
     e = torch.ceil(torch.log2(amax / contract.FP8_MAX))
-    scaled = (nope.double() / torch.exp2(e)[..., None]).clamp(-contract.FP8_MAX, contract.FP8_MAX)
-    e4m3 = scaled.float().to(torch.float8_e4m3fn)  # exact in float32 (power of two), then RNE
+    # dividing a bf16 value by a power of two is exact in float32 (e >= -22: no overflow)
+    scaled = (nope / torch.exp2(e).float()[..., None]).clamp_(-contract.FP8_MAX, contract.FP8_MAX)
+    e4m3 = scaled.to(torch.float8_e4m3fn)  # round to nearest even
     scale_bytes = (e + contract.FP8_KV_SCALE_BIAS).to(torch.uint8)
     return (e4m3.reshape(x.shape[0], contract.FP8_KV_NOPE), scale_bytes,
             x[:, contract.FP8_KV_NOPE:].bfloat16())
@@ -583,15 +587,15 @@ def pack_attention_fp8_cache(rows, slots, num_pages, page_size, gen, *, page_str
     stride = page_stride or contract.fp8_kv_page_stride(page_size)
     cache = aligned_bytes((num_pages, stride))
     cache.copy_(garbage((num_pages, stride), torch.uint8, gen))
-    e4m3, scale_bytes, rope = quantize_attention_rows(rows)
-    slots = slots.long()
-    page, o = slots // page_size, slots % page_size
-    record = torch.cat([e4m3.view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1)  # little-endian
     data = cache[:, :contract.FP8_KV_ROW_BYTES * page_size].view(num_pages, page_size, contract.FP8_KV_ROW_BYTES)
-    data[page, o] = record
     scale_part = cache[:, contract.FP8_KV_ROW_BYTES * page_size:contract.FP8_KV_TOKEN_BYTES * page_size]
     groups = scale_part.view(num_pages, page_size, contract.FP8_KV_SCALE_BYTES)
-    groups[page, o] = torch.cat([scale_bytes, torch.full((len(slots), 1), 0xFF, dtype=torch.uint8)], dim=1)
+    for start in range(0, len(slots), 1 << 16):  # in chunks: benchmark pools hold millions of rows
+        chunk = slots[start:start + (1 << 16)].long()
+        e4m3, scale_bytes, rope = quantize_attention_rows(rows[start:start + (1 << 16)])
+        page, o = chunk // page_size, chunk % page_size
+        data[page, o] = torch.cat([e4m3.view(torch.uint8), rope.contiguous().view(torch.uint8)], dim=1)  # LE
+        groups[page, o] = torch.cat([scale_bytes, torch.full((len(chunk), 1), 0xFF, dtype=torch.uint8)], dim=1)
     return cache
 
 
@@ -641,7 +645,7 @@ def scatter_slots(pool_rows, num_pages, page_size, indices, gen):
 def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128, page_size=64, seed,
                          device="cpu", sink=True, q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5,
                          indices=None, pool_rows=None, spare_pages=2, tile_log2=(-2.0, 2.0), rope_scale=1.0,
-                         page_stride=None):
+                         page_stride=None, sink_scale=1.0):
     """q, a SPEC 8 cache and engine-like indices (as attention_inputs) for decode rows at
     `positions`, or your own `indices` over `pool_rows` logical rows. The logical rows live in
     slots scattered over num_pages = ceil(pool_rows / page_size) + spare_pages pages; the indices
@@ -658,6 +662,6 @@ def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128
     batch = indices.shape[0]
     q = randn(gen, batch, heads, contract.ATTN_DIM, scale=q_scale).bfloat16()
     kwargs = dict(page_size=page_size, sm_scale=sm_scale,
-                  attn_sink=randn(gen, heads) if sink else None)
+                  attn_sink=randn(gen, heads, scale=sink_scale) if sink else None)
     inputs = OpInputs((q, cache, slot_indices), kwargs, dict(seed=seed, rows=rows, slots=slots))
     return to_device(inputs, device)

@@ -32,7 +32,7 @@ def pytest_addoption(parser):
     group = parser.getgroup("dsv4-harness", "DeepSeek-V4 sparse-attention conformance (dsv4-sparse-harness)")
     group.addoption("--backend", action="append", default=None, metavar="NAME",
                     help="backend(s) for the conformance tests: a registered name (reference, torch, triton, cuda, "
-                         "sglang, deepgemm, flashmla, flashinfer) or a dotted module exporting the four ops; "
+                         "sglang, deepgemm, flashmla, flashinfer) or a dotted module exporting the five ops; "
                          "repeat or separate with commas; default: the ini setting dsv4_backends, else every "
                          "available backend")
     group.addoption("--device", default="auto", help="cpu, cuda or auto (cuda when there is one)")

@@ -18,7 +18,7 @@ class Work:
 
 def work(op, x) -> Work:
     return {"compress": _compress, "indexer_logits": _indexer, "topk_indices": _topk,
-            "sparse_attention": _attention}[op](x)
+            "sparse_attention": _attention, "sparse_attention_fp8": _attention_fp8}[op](x)
 
 
 def _compress(x):
@@ -74,6 +74,17 @@ def _attention(x):
     batch, heads, dim = q.shape
     moved = q.numel() * 2 * 2 + distinct * dim * 2 + idx.numel() * 4 + batch * heads * 4  # q in, out, rows, lse
     return Work(moved, 4 * heads * dim * valid)  # q.k and p.v
+
+
+def _attention_fp8(x):
+    """As _attention, but a gathered token costs its 584-byte record (448 e4m3 bytes, 128 bytes of
+    bf16 RoPE dims, 8 scale bytes), counted once per distinct slot, as FlashMLA counts them."""
+    q, _, idx = x.args
+    valid = int((idx >= 0).sum())
+    distinct = int(torch.unique(idx[idx >= 0]).numel())
+    batch, heads, dim = q.shape
+    moved = q.numel() * 2 * 2 + distinct * contract.FP8_KV_TOKEN_BYTES + idx.numel() * 4 + batch * heads * 4
+    return Work(moved, 4 * heads * dim * valid)
 
 
 

@@ -5,9 +5,11 @@ compiles every kernel without a GPU and reports registers, shared memory and spi
 from kernels_cuda.compress import compress, compress_plan
 from kernels_cuda.indexer_logits import indexer_logits
 from kernels_cuda.sparse_attention import sparse_attention
+from kernels_cuda.sparse_attention_fp8 import sparse_attention_fp8
 from kernels_cuda.topk_indices import topk_indices
 
-__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "unavailable_reason"]
+__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "sparse_attention_fp8",
+           "unavailable_reason"]
 
 
 def unavailable_reason(device):

@@ -5,7 +5,7 @@ verifies them and `harness bench` times them beside ours. Each module adapts one
 | --- | --- | --- | --- |
 | `sglang` | `sglang_dsv4` | `sglang` (jit_kernel/dsv4, compiled at first use through apache-tvm-ffi) | compress (ring, paged C4, online C128), topk_indices |
 | `deepgemm` | `deepgemm_logits` | `sgl-deep-gemm` | indexer_logits |
-| `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention |
+| `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention, sparse_attention_fp8 (the FP8 decode kernel; not yet run on a GPU) |
 | `flashinfer` | `flashinfer_topk` | `flashinfer-python` | topk_indices |
 
 An adapter converts SPEC inputs to the peer's layout once per input (a conversion cache keyed on

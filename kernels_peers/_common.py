@@ -34,8 +34,13 @@ def declining(peer, *ops):
         contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink, validate=validate)
         decline("sparse_attention")
 
+    def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
+        contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
+                                            attn_sink=attn_sink, validate=validate)
+        decline("sparse_attention_fp8")
+
     found = {"compress": compress, "indexer_logits": indexer_logits, "topk_indices": topk_indices,
-             "sparse_attention": sparse_attention}
+             "sparse_attention": sparse_attention, "sparse_attention_fp8": sparse_attention_fp8}
     return tuple(found[op] for op in ops)
 
 

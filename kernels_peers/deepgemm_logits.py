@@ -23,7 +23,8 @@ from kernels_peers._common import declining, unavailable
 
 HEADS = 64
 
-compress, topk_indices, sparse_attention = declining("DeepGEMM", "compress", "topk_indices", "sparse_attention")
+compress, topk_indices, sparse_attention, sparse_attention_fp8 = declining(
+    "DeepGEMM", "compress", "topk_indices", "sparse_attention", "sparse_attention_fp8")
 
 
 def unavailable_reason(device):

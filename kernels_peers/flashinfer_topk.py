@@ -22,7 +22,8 @@ from kernels_peers._common import declining, token_page_table, unavailable
 
 FILTERED_MAX_K = 2048
 
-compress, indexer_logits, sparse_attention = declining("FlashInfer", "compress", "indexer_logits", "sparse_attention")
+compress, indexer_logits, sparse_attention, sparse_attention_fp8 = declining(
+    "FlashInfer", "compress", "indexer_logits", "sparse_attention", "sparse_attention_fp8")
 
 
 def unavailable_reason(device):

@@ -39,3 +39,33 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                                        indices.view(indices.shape[0], 1, indices.shape[1]), float(sm_scale),
                                        d_v=ATTN_DIM, attn_sink=attn_sink, use_legacy=legacy)
     return out, lse
+
+
+
+FP8_TOPK_BLOCK = 64  # the FP8 decode kernel walks the indices in blocks of 64
+
+
+def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
+    """FlashMLA's FP8 decode kernel, `flash_mla_with_kvcache(..., is_fp8_kvcache=True, indices=...,
+    use_legacy=True)` (SPEC 8's anchor). Layouts: q [B, 1, H, 512] (one query token a request);
+    the cache's first 584 * page_size bytes of each page as [pages, page_size, 1, 584] (the kernel
+    tells the V4 format by the 584 bytes a token and takes the page stride from the view's stride);
+    indices [B, 1, K] slot ids. The kernel returns lse [B, H, 1] and +inf for a row with no valid
+    index: mapped to SPEC's -inf. Supported: H in {64, 128}, K a multiple of 64. Not yet run on a GPU."""
+    layout = contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
+                                                 attn_sink=attn_sink, validate=validate)
+    if layout.heads not in HEADS:
+        raise contract.Unsupported(f"H={layout.heads}: FlashMLA's FP8 decode kernel takes H in {HEADS}")
+    if layout.topk % FP8_TOPK_BLOCK:
+        raise contract.Unsupported(f"K={layout.topk}: FlashMLA's FP8 decode kernel takes K in multiples of "
+                                   f"{FP8_TOPK_BLOCK}")
+    from flash_mla import flash_mla_with_kvcache, get_mla_metadata
+    pages = kv_cache[:, :contract.FP8_KV_TOKEN_BYTES * page_size].view(
+        layout.num_pages, page_size, 1, contract.FP8_KV_TOKEN_BYTES)
+    metadata = get_mla_metadata()[0]  # filled by the call (its first), for this call's shapes
+    out, lse = flash_mla_with_kvcache(q.view(layout.batch, 1, layout.heads, ATTN_DIM), pages, None, None, ATTN_DIM,
+                                      metadata, softmax_scale=float(sm_scale), is_fp8_kvcache=True,
+                                      indices=indices.view(layout.batch, 1, layout.topk), attn_sink=attn_sink,
+                                      use_legacy=True)
+    lse = lse.view(layout.batch, layout.heads)
+    return out.view(layout.batch, layout.heads, ATTN_DIM), lse.masked_fill(lse == float("inf"), float("-inf"))

@@ -53,7 +53,8 @@ MAX_TOKENS = 65535  # the plans index tokens with 16 bits
 _cache = ConversionCache()
 _root = None
 
-indexer_logits, sparse_attention = declining("SGLang's dsv4 adapter", "indexer_logits", "sparse_attention")
+indexer_logits, sparse_attention, sparse_attention_fp8 = declining(
+    "SGLang's dsv4 adapter", "indexer_logits", "sparse_attention", "sparse_attention_fp8")
 
 
 def unavailable_reason(device):

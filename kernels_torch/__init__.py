@@ -1,4 +1,4 @@
-"""Plain-PyTorch backend: the four SPEC ops as a competent engineer writes them with torch ops
+"""Plain-PyTorch backend: the five SPEC ops as a competent engineer writes them with torch ops
 (gathers, softmax, einsum, torch.topk), one file per op. The baseline every kernel is timed against."""
 
 from kernels_torch.compress import compress

@@ -1,4 +1,4 @@
-"""Triton backend: the four SPEC ops, one file per op. On the CPU the kernels run in Triton's
+"""Triton backend: the five SPEC ops, one file per op. On the CPU the kernels run in Triton's
 interpreter (TRITON_INTERPRET=1, which must be set before Triton is imported)."""
 
 import os

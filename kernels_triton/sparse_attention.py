@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from harness import contract
-from kernels_triton._common import INTERPRET
+from kernels_triton._common import INTERPRET, to_bf16
 
 
 @triton.jit
@@ -77,7 +77,8 @@ def _attention_kernel(q_ptr, kv_ptr, idx_ptr, sink_ptr, out_ptr, lse_ptr, part_o
 
 @triton.jit
 def _combine_kernel(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, lse_ptr, H, splits, HAS_SINK: tl.constexpr,
-                    BLOCK_H: tl.constexpr, SPLITS_POW2: tl.constexpr, D: tl.constexpr):
+                    BLOCK_H: tl.constexpr, SPLITS_POW2: tl.constexpr, D: tl.constexpr,
+                    INTERPRETING: tl.constexpr = False):
     b = tl.program_id(0)
     h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     hmask = h < H
@@ -100,7 +101,7 @@ def _combine_kernel(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, lse_ptr, H, s
         rows = (b.to(tl.int64) * splits + s) * H + h
         acc += ws[:, None] * tl.load(part_out_ptr + rows[:, None] * D + cols[None, :], mask=hmask[:, None], other=0.0)
     out = acc * scale[:, None]
-    tl.store(out_ptr + (b.to(tl.int64) * H + h)[:, None] * D + cols[None, :], out.to(tl.bfloat16),
+    tl.store(out_ptr + (b.to(tl.int64) * H + h)[:, None] * D + cols[None, :], to_bf16(out, INTERPRETING),
              mask=hmask[:, None])
     tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
 

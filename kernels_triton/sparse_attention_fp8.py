@@ -6,7 +6,8 @@ at the page stride, offset o = t % PAGE_SIZE; the 448 e4m3 bytes at 576 * o and 
 at 576 * PAGE_SIZE + 8 * o give x = e4m3 * 2**(byte - 127), the 64 bf16 RoPE dims at 576 * o + 448
 are taken as stored. The row is exact in bf16 (power-of-two scales), so on the GPU the dots take it
 in bf16 as the bf16 kernel does; in the interpreter they run in fp32 (its bf16 dot is wrong). The
-online softmax, the sink, split-K and the combine are the bf16 kernel's (its combine is reused).
+online softmax, the sink, split-K and the combine are the bf16 kernel's (its combine is reused). Outputs round to bf16
+to nearest even (_common.to_bf16: the interpreter's own conversion does not).
 """
 
 import torch
@@ -14,7 +15,7 @@ import triton
 import triton.language as tl
 
 from harness import contract
-from kernels_triton._common import INTERPRET
+from kernels_triton._common import INTERPRET, to_bf16
 from kernels_triton.sparse_attention import _combine_kernel, _config, _sm_count, _splits
 
 
@@ -60,14 +61,20 @@ def _attention_fp8_kernel(q_ptr, bytes_ptr, e4m3_ptr, bf16_ptr, idx_ptr, sink_pt
         kv = tl.where(is_nope[None, :], e4m3 * scale, rope)
         if not F32_DOT:
             kv = kv.to(tl.bfloat16)  # exact: e4m3 times a power of two
-        s = tl.dot(q, tl.trans(kv)) * scale2
+        if F32_DOT:  # fp32 dots exact (the default tf32 would round the operands)
+            s = tl.dot(q, tl.trans(kv), input_precision="ieee") * scale2
+        else:
+            s = tl.dot(q, tl.trans(kv)) * scale2
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m, tl.max(s, axis=1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp2(m - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l = l * alpha + tl.sum(p, axis=1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(kv.dtype), kv)
+        if F32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(p, kv, input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(kv.dtype), kv)
         m = m_new
     m_safe = tl.where(m == float("-inf"), 0.0, m)
     lse = tl.where(l > 0, (m_safe + tl.log2(tl.where(l > 0, l, 1.0))) * 0.6931471805599453, float("-inf"))
@@ -83,7 +90,7 @@ def _attention_fp8_kernel(q_ptr, bytes_ptr, e4m3_ptr, bf16_ptr, idx_ptr, sink_pt
         else:
             denom = tl.where(l > 0, l, 1.0)
         out = acc / denom[:, None]
-        tl.store(out_ptr + q_rows[:, None] + cols[None, :], out.to(tl.bfloat16), mask=hmask[:, None])
+        tl.store(out_ptr + q_rows[:, None] + cols[None, :], to_bf16(out, F32_DOT), mask=hmask[:, None])
         tl.store(lse_ptr + b.to(tl.int64) * H + h, lse, mask=hmask)
 
 
@@ -121,5 +128,6 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
         combine_h = 16
         _combine_kernel[(layout.batch, triton.cdiv(layout.heads, combine_h))](
             part_out, part_lse, sink, out, lse, layout.heads, splits, HAS_SINK=attn_sink is not None,
-            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM, num_warps=4)
+            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM,
+            INTERPRETING=INTERPRET, num_warps=4)
     return out, lse

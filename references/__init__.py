@@ -1,4 +1,4 @@
-"""The float64 PyTorch reference backend: the four SPEC ops, written to be read as the spec."""
+"""The float64 PyTorch reference backend: the five SPEC ops, written to be read as the spec."""
 
 from references.compress import compress, compress_plan
 from references.indexer_logits import indexer_logits

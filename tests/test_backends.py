@@ -37,7 +37,7 @@ def test_user_module_by_dotted_path_and_its_device_hook(tmp_path, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "ops.py").write_text(
-        "from references import compress, indexer_logits, topk_indices, sparse_attention\n"
+        "from references import compress, indexer_logits, topk_indices, sparse_attention, sparse_attention_fp8\n"
         "def unavailable_reason(device):\n"
         "    return None if device == 'cpu' else 'this build is CPU-only'\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -296,7 +296,7 @@ def test_check_and_bench_stop_when_a_backend_breaks_the_cuda_context(tmp_path, m
     (tmp_path / "crashing_backend.py").write_text(
         "def _crash(*args, **kwargs):\n"
         "    raise RuntimeError('CUDA error: an illegal memory access was encountered')\n"
-        "compress = indexer_logits = topk_indices = sparse_attention = _crash\n")
+        "compress = indexer_logits = topk_indices = sparse_attention = sparse_attention_fp8 = _crash\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(K, "cuda_context_lost", lambda device: True)  # as after a real illegal address
     for argv in (["check", "--ops", "sparse_attention"],
@@ -353,7 +353,7 @@ def _check_flashinfer_trace(path, expected):
 def test_an_output_that_is_an_input_view_is_rejected(tmp_path, monkeypatch):
     (tmp_path / "aliasing_backend.py").write_text(
         "import references\n"
-        "from references import compress, indexer_logits, topk_indices\n"
+        "from references import compress, indexer_logits, topk_indices, sparse_attention_fp8\n"
         "def sparse_attention(q, kv, indices, **kw):\n"
         "    out, lse = references.sparse_attention(q, kv, indices, **kw)\n"
         "    q.copy_(out)\n"
@@ -379,7 +379,7 @@ def test_flashinfer_trace_lines_parse_with_flashinfer_bench(tmp_path):
 PARTIAL_BACKEND = (
     "from harness import contract\n"
     "import references\n"
-    "from references import compress, indexer_logits, sparse_attention\n"
+    "from references import compress, indexer_logits, sparse_attention, sparse_attention_fp8\n"
     "def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):\n"
     "    contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)\n"
     "    if k != 512:\n"

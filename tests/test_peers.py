@@ -122,6 +122,52 @@ def test_flashmla_adapter_layouts(monkeypatch):
     assert passed and skipped  # H in (64, 128) with K a multiple of 64 run, the others are declined
 
 
+# --- FlashMLA's FP8 decode: q [B, 1, H, 512], the pages as [pages, page_size, 1, 584] at the page
+# stride, indices [B, 1, K]; lse [B, H, 1] with +inf for an empty row (as the kernel returns it)
+
+
+def _fake_flash_mla_fp8():
+    import kernels_torch
+    calls = []
+
+    def get_mla_metadata(*args, **kwargs):
+        return types.SimpleNamespace(have_initialized=False), None
+
+    def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                               num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=None, indices=None,
+                               attn_sink=None, use_legacy=False, **rest):
+        batch, s_q, heads, dim = q.shape
+        pages, page_size, h_k, token_bytes = k_cache.shape
+        assert (s_q, dim, h_k, token_bytes, head_dim_v) == (1, 512, 1, 584, 512) and heads in (64, 128)
+        assert is_fp8_kvcache and use_legacy and not causal and block_table is None and not rest
+        assert indices.shape == (batch, 1, indices.shape[2]) and indices.shape[2] % 64 == 0
+        assert k_cache.stride()[1:] == (584, 584, 1)
+        calls.append(k_cache.stride(0))
+        cache = torch.as_strided(k_cache, (pages, k_cache.stride(0)), (k_cache.stride(0), 1))
+        out, lse = kernels_torch.sparse_attention_fp8(q[:, 0], cache, indices[:, 0], page_size=page_size,
+                                                      sm_scale=softmax_scale, attn_sink=attn_sink)
+        return out[:, None], lse.masked_fill(torch.isneginf(lse), math.inf)[:, :, None]
+    return types.SimpleNamespace(flash_mla_with_kvcache=flash_mla_with_kvcache, get_mla_metadata=get_mla_metadata,
+                                 calls=calls)
+
+
+def test_flashmla_fp8_adapter_layouts(monkeypatch):
+    fake = _fake_flash_mla_fp8()
+    passed, skipped = _run(flashmla_sparse, "sparse_attention_fp8", monkeypatch, "flash_mla", fake)
+    assert passed and skipped  # H in (64, 128) with K a multiple of 64 run, the others are declined
+    assert any(stride != 584 * 64 for stride in fake.calls)  # the engines' stride reaches the kernel
+
+
+def test_flashmla_fp8_adapter_maps_an_empty_rows_lse(monkeypatch):
+    from harness import inputs as I
+    monkeypatch.setitem(sys.modules, "flash_mla", _fake_flash_mla_fp8())
+    idx = torch.full((2, 64), -1, dtype=torch.int32)
+    idx[1, :3] = torch.arange(3)
+    x = I.attention_fp8_inputs(heads=64, indices=idx, pool_rows=3, page_size=2, seed=1)
+    out, lse = x.call(flashmla_sparse.sparse_attention_fp8)
+    assert torch.isneginf(lse[0]).all() and (out[0] == 0).all() and lse[1].isfinite().all()
+
+
 # --- FlashInfer: one physical slot per token
 
 

@@ -23,7 +23,7 @@ def test_the_plugin_and_the_console_script_are_declared():
 
 
 MY_KERNELS = '''
-from kernels_torch import compress, indexer_logits, sparse_attention  # noqa: F401
+from kernels_torch import compress, indexer_logits, sparse_attention, sparse_attention_fp8  # noqa: F401
 from kernels_torch import topk_indices as _right
 
 

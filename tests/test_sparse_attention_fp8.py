@@ -225,3 +225,49 @@ def test_comparator_rejects_a_direction_error_the_elementwise_bound_allows():
     report = compare.sparse_attention_fp8(bent, ref)
     assert not report.ok and "cosine" in report.message
     assert compare.sparse_attention_fp8(run(kernels_torch, x), ref).ok
+
+
+# ---------------------------------------------------------------------------------------------
+# the harness around the op: fuzzer, work model, declining backends
+
+
+def test_fuzzer_draws_every_page_size_stride_and_scale_range():
+    from harness import cases
+    draws = [cases.fuzz_case("sparse_attention_fp8", seed).params for seed in range(300)]
+    assert {p["page_size"] for p in draws} == {1, 2, 4, 16, 64, 128, 256}
+    strides = [(p["page_size"], p["page_stride"]) for p in draws if "page_stride" in p]
+    assert strides and all(s > C.fp8_kv_page_stride(ps) and s % 16 == 0 for ps, s in strides)
+    assert {tuple(p["tile_log2"]) for p in draws} == {(-2.0, 2.0), (-16.0, 3.0), (-24.0, -10.0)}
+    assert any(p.get("empty_rows") for p in draws) and any(p.get("duplicates") for p in draws)
+    assert any(p.get("random") for p in draws) and any(p.get("ratio") == 128 for p in draws)
+
+
+def test_triton_passes_fuzz_cases():
+    from harness import backends, cases, check
+    backend = backends.load("triton", "cpu")
+    for case in cases.fuzz(["sparse_attention_fp8"], 3, seed=11):
+        r = check.check_case(backend, case, "cpu")
+        assert r.status == "pass", f"{case.name}: {r.message}"
+
+
+def test_roofline_counts_584_bytes_per_distinct_slot():
+    from harness import roofline
+    idx = torch.tensor([[0, 5, 5, -1], [5, 7, 9, 9]], dtype=torch.int32)
+    x = I.attention_fp8_inputs(heads=16, indices=idx, pool_rows=10, page_size=2, seed=1)
+    work = roofline.work("sparse_attention_fp8", x)
+    distinct = 4  # the slots of logical rows 0, 5, 7, 9
+    assert work.bytes == 2 * 16 * 512 * 2 * 2 + distinct * 584 + idx.numel() * 4 + 2 * 16 * 4
+    assert work.flops == 4 * 16 * 512 * 7  # 7 valid picks, duplicates counted
+
+
+@pytest.mark.parametrize("module", ["kernels_cuda", "kernels_peers.flashmla_sparse", "kernels_peers.sglang_dsv4",
+                                    "kernels_peers.deepgemm_logits", "kernels_peers.flashinfer_topk"])
+def test_backends_without_the_kernel_validate_then_decline(module):
+    import importlib
+    op = importlib.import_module(module).sparse_attention_fp8
+    x = small_case(page_size=2)
+    with pytest.raises(C.Unsupported):
+        x.call(op)
+    args, kwargs = _bad(lambda a, k: k.__setitem__("page_size", 3))
+    with pytest.raises(C.InputError):
+        op(*args, **kwargs)

@@ -1,4 +1,4 @@
-"""A plain float32 implementation of the four ops with switchable classic bugs.
+"""A plain float32 implementation of the five ops with switchable classic bugs.
 
 With no bug it is a second, independent implementation the harness must accept; each fixture module
 beside this file turns on exactly one bug, and the harness must reject it. Written apart from the
@@ -61,6 +61,13 @@ BUGS = {  # name: (the op it breaks, what it does)
     "compress_ape_tiled_by_128": ("compress", "channel c takes its position bias from column c % 128"),
     "online_max_stored_fp16": ("compress", "the online running max is stored in float16"),
     "empty_extend_state_reset": ("compress", "online: a request with no new tokens gets a fresh (-inf, 0, 0) state"),
+    # the FP8 cache (SPEC 8)
+    "fp8_scale_per_128_dims": ("sparse_attention_fp8", "one scale per 128 dims (scale i // 2 for dims 64i..)"),
+    "fp8_rope_read_as_e4m3": ("sparse_attention_fp8", "the RoPE part read as 128 e4m3 bytes with the last scale"),
+    "fp8_scales_at_wrong_offset": ("sparse_attention_fp8", "scale bytes read at 576 * page_size + 7 * o "
+                                                           "(7 bytes a token, not 8)"),
+    "fp8_page_stride_ignored": ("sparse_attention_fp8", "page p taken to start at 584 * page_size * p, "
+                                                        "not at the cache's page stride"),
     # bad-input messages
     "kv_score_width_blamed_on_ape": ("compress", "d taken from kv_score's width, so a kv_score of another d is "
                                                  "reported as a bad ape"),
@@ -256,7 +263,35 @@ def make_backend(bug=None):
                     _cached(("attention-lse", tuple(lse.shape)), lse))
         return out.bfloat16(), lse
 
-    return compress, indexer_logits, topk_indices, sparse_attention
+    def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
+        layout = contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
+                                                     attn_sink=attn_sink, validate=validate)
+        slots = indices[indices >= 0].long().unique()
+        flat = kv_cache.reshape(-1)
+        page, o = slots // page_size, slots % page_size
+        stride = 584 * page_size if on("fp8_page_stride_ignored") else layout.page_stride
+        record = (page * stride + 576 * o)[:, None]
+        scale_bytes = 7 if on("fp8_scales_at_wrong_offset") else 8
+        scale_at = (page * stride + 576 * page_size + scale_bytes * o)[:, None]
+        # the bug may read past the cache: clamp its offsets into it (a wrong value, not a crash)
+        last = flat.numel() - 1
+        e4m3 = flat[(record + torch.arange(448)).clamp_max(last)].view(torch.float8_e4m3fn).float()
+        tile = torch.arange(448) // (128 if on("fp8_scale_per_128_dims") else 64)
+        scales = torch.pow(2.0, flat[(scale_at + torch.arange(7)).clamp_max(last)].float() - 127)
+        nope = e4m3 * scales[:, tile]
+        rope_bytes = flat[(record + 448 + torch.arange(128)).clamp_max(last)]
+        if on("fp8_rope_read_as_e4m3"):
+            rope = rope_bytes[:, :64].view(torch.float8_e4m3fn).float() * scales[:, 6:7]
+        else:
+            rope = rope_bytes.contiguous().view(torch.bfloat16).float()
+        kv = torch.cat([nope, rope], 1).bfloat16()  # exact: e4m3 times a power of two
+        row_of = torch.full((layout.slots,), -1, dtype=torch.int32, device=indices.device)
+        row_of[slots] = torch.arange(len(slots), dtype=torch.int32, device=indices.device)
+        compact = torch.where(indices >= 0, row_of[indices.long().clamp_min(0)], -1).int()
+        return sparse_attention(q, kv if len(slots) else kv.new_zeros(1, 512), compact, sm_scale=sm_scale,
+                                attn_sink=attn_sink, validate=False)
+
+    return compress, indexer_logits, topk_indices, sparse_attention, sparse_attention_fp8
 
 
 _BUFFERS = {}

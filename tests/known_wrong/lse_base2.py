@@ -1,3 +1,4 @@
 from tests.known_wrong.impl import make_backend
 
-compress, indexer_logits, topk_indices, sparse_attention = make_backend("lse_base2")
+(compress, indexer_logits, topk_indices, sparse_attention,
+ sparse_attention_fp8) = make_backend("lse_base2")

@@ -4,7 +4,7 @@ Results are right: only the graph check on a GPU can reject it."""
 
 import references
 from harness import plans
-from references import indexer_logits, sparse_attention, topk_indices  # noqa: F401
+from references import indexer_logits, sparse_attention, sparse_attention_fp8, topk_indices  # noqa: F401
 
 compress_plan = plans.compress_plan
 

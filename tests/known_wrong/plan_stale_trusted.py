@@ -5,7 +5,7 @@ import torch
 
 import references
 from harness import contract, plans
-from references import indexer_logits, sparse_attention, topk_indices  # noqa: F401
+from references import indexer_logits, sparse_attention, sparse_attention_fp8, topk_indices  # noqa: F401
 
 compress_plan = plans.compress_plan
 
