@@ -461,6 +461,14 @@ def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate
     _tensor("kv", kv, torch.bfloat16, 2, device)
     if kv.shape[1] != ATTN_DIM:
         raise InputError("kv", f"expected [N, {ATTN_DIM}], got {tuple(kv.shape)}")
+    _attention_rest(indices, sm_scale, attn_sink, validate, batch=batch, heads=heads, device=device,
+                    rows=kv.shape[0], rows_are="rows of kv")
+    return AttentionLayout(batch, heads, indices.shape[1])
+
+
+def _attention_rest(indices, sm_scale, attn_sink, validate, *, batch, heads, device, rows, rows_are):
+    """What both attention ops share: indices int32 [batch, K] within [-1, rows) (when validated),
+    sm_scale a finite float > 0, attn_sink float32 [heads] or None."""
     _tensor("indices", indices, torch.int32, 2, device)
     if indices.shape[0] != batch:
         raise InputError("indices", f"expected {batch} rows (one per query row), got {indices.shape[0]}")
@@ -472,12 +480,11 @@ def check_sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate
         _shape("attn_sink", attn_sink, (heads,))
     if validate and indices.numel():
         lo, hi = int(indices.min()), int(indices.max())
-        if lo < -1 or hi >= kv.shape[0]:
-            bad = ((indices < -1) | (indices >= kv.shape[0])).nonzero()[0]
+        if lo < -1 or hi >= rows:
+            bad = ((indices < -1) | (indices >= rows)).nonzero()[0]
             b, i = int(bad[0]), int(bad[1])
-            raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, "
-                                        f"expected -1 <= index < {kv.shape[0]} (rows of kv)")
-    return AttentionLayout(batch, heads, indices.shape[1])
+            raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, expected -1 <= index < "
+                                        f"{rows} ({rows_are})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,21 +530,6 @@ def check_sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, att
                                      f"got one {kv_cache.data_ptr() % FP8_KV_ALIGN} bytes past it")
     if num_pages * page_size > INT32_MAX:
         raise InputError("kv_cache", f"{num_pages} pages x {page_size} slots exceed int32 slot ids")
-    _tensor("indices", indices, torch.int32, 2, device)
-    if indices.shape[0] != batch:
-        raise InputError("indices", f"expected {batch} rows (one per query row), got {indices.shape[0]}")
-    if isinstance(sm_scale, bool) or not isinstance(sm_scale, numbers.Real) or not math.isfinite(sm_scale) \
-            or sm_scale <= 0:
-        raise InputError("sm_scale", f"expected a finite float > 0, got {sm_scale!r}")
-    if attn_sink is not None:
-        _tensor("attn_sink", attn_sink, torch.float32, 1, device)
-        _shape("attn_sink", attn_sink, (heads,))
-    slots = num_pages * page_size
-    if validate and indices.numel():
-        lo, hi = int(indices.min()), int(indices.max())
-        if lo < -1 or hi >= slots:
-            bad = ((indices < -1) | (indices >= slots)).nonzero()[0]
-            b, i = int(bad[0]), int(bad[1])
-            raise InputError("indices", f"indices[{b}, {i}] = {int(indices[b, i])}, expected -1 <= index < "
-                                        f"{slots} (num_pages * page_size slots of kv_cache)")
+    _attention_rest(indices, sm_scale, attn_sink, validate, batch=batch, heads=heads, device=device,
+                    rows=num_pages * page_size, rows_are="num_pages * page_size slots of kv_cache")
     return AttentionFp8Layout(batch, heads, indices.shape[1], num_pages, page_size, stride)
