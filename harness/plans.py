@@ -90,6 +90,28 @@ def check_plan(plan, kind, device, scalars, metadata, validate=True):
 
 
 # ---------------------------------------------------------------------------------------------
+# sparse attention: a split-K count chosen by shape (SPEC 7: no planner; the ops choose by shape)
+
+MAX_SPLITS = 64
+PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
+UNIT_COST_ROWS = 64  # a CTA's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
+
+
+def attention_splits(units, topk, sms, min_rows=64):
+    """How many parts to split each row's index list into, for `units` CTAs (or programs) that run
+    one per SM: fewest waves x rows per unit, where a split pays off only while the grid is short of
+    the SMs and each split beyond one costs a partial written and combined. min_rows: the fewest
+    index rows a split may hold (fewer cost more in Q load and combine than they save)."""
+    best, best_cost = 1, None
+    for s in range(1, min(MAX_SPLITS, max(1, contract.cdiv(topk, min_rows))) + 1):
+        waves = contract.cdiv(units * s, sms)
+        cost = waves * (contract.cdiv(topk, s) + UNIT_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best
+
+
+# ---------------------------------------------------------------------------------------------
 # compress
 
 

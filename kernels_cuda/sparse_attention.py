@@ -17,7 +17,7 @@ import os
 
 import torch
 
-from harness import contract
+from harness import contract, plans
 from kernels_cuda._loader import launch
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
@@ -38,10 +38,6 @@ WG_SHARED_BYTES = 1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_B
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
-MAX_SPLITS = 64
-MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
-PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
-CTA_COST_ROWS = 64  # a CTA's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,19 +49,6 @@ def _sm_count(device):
 def _shared_optin(device):
     props = torch.cuda.get_device_properties(device)
     return getattr(props, "shared_memory_per_block_optin", 232448 if props.major >= 9 else 166912)
-
-
-def _splits(ctas, topk, sms):
-    """Fewest waves x rows per CTA (one CTA per SM: 253 registers a thread): split the index list
-    only where the grid is short of the SMs; each split beyond one costs a partial written and
-    combined."""
-    best, best_cost = 1, None
-    for s in range(1, min(MAX_SPLITS, max(1, contract.cdiv(topk, MIN_SPLIT_ROWS))) + 1):
-        waves = contract.cdiv(ctas * s, sms)
-        cost = waves * (contract.cdiv(topk, s) + CTA_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
-        if best_cost is None or cost < best_cost:
-            best, best_cost = s, cost
-    return best
 
 
 def _wgmma_applies(q, kv, heads, shared_bytes=WG_SHARED_BYTES):
@@ -99,7 +82,7 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
-    splits = SPLITS or _splits(layout.batch * head_blocks, topk, _sm_count(q.device))
+    splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
     chunk = contract.cdiv(contract.cdiv(topk, splits), tile) * tile  # whole tiles; only the list's end is ragged
     splits = contract.cdiv(topk, chunk)
     if splits > 1:

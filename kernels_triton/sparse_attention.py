@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import contract
+from harness import contract, plans
 from kernels_triton._common import INTERPRET, to_bf16
 
 
@@ -119,10 +119,6 @@ def _config(heads):
 
 
 CONFIG = {}
-MAX_SPLITS = 64
-MIN_SPLIT_ROWS = 64  # a split of fewer rows costs more in Q load and combine than it saves
-PART_COST_ROWS = 128  # a program's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
-PROGRAM_COST_ROWS = 64  # a program's fixed cost (Q load, pipeline fill, epilogue), in gathered rows
 
 
 @functools.lru_cache(maxsize=None)
@@ -133,16 +129,9 @@ def _sm_count(device):
 
 
 def _splits(programs, topk, block_k, sms):
-    """Fewest waves x rows per program: the programs of one split run side by side, one per SM
-    (the gathered tiles and Q fill shared memory), so a split pays off only where the grid is short
-    of the SMs, and each split beyond one costs a partial written and combined."""
-    best, best_cost = 1, None
-    for s in range(1, min(MAX_SPLITS, max(1, triton.cdiv(topk, max(block_k, MIN_SPLIT_ROWS)))) + 1):
-        waves = triton.cdiv(programs * s, sms)
-        cost = waves * (triton.cdiv(topk, s) + PROGRAM_COST_ROWS + (PART_COST_ROWS if s > 1 else 0))
-        if best_cost is None or cost < best_cost:
-            best, best_cost = s, cost
-    return best
+    """plans.attention_splits for programs one per SM (the gathered tiles and Q fill shared memory);
+    a split holds at least one tile of block_k indices."""
+    return plans.attention_splits(programs, topk, sms, min_rows=max(block_k, 64))
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
