@@ -169,15 +169,20 @@ def online_state_split(prefix, extend):
     return any(e and p % 128 and (p + e - 1) // 128 > p // 128 for p, e in zip(prefix, extend))
 
 
+def _compress_metadata(prefix_lens, extend_lens, state_rows, page_table):
+    """compress's metadata arguments by name: what a plan is made from and checked against."""
+    return {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
+            "page_table": page_table}
+
+
 def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, page_table=None, validate=True,
                   device=None):
     """SPEC 7's compress planner. device: where the plan's tensors live (default: the metadata's)."""
     meta = contract.check_compress_metadata(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
                                             page_table=page_table, validate=validate)
     device = _device(device) if device is not None else prefix_lens.device
-    metadata = {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
-                "page_table": page_table}
-    plan = make_plan("compress", device, {"ratio": meta.ratio, "mode": mode}, metadata)
+    plan = make_plan("compress", device, {"ratio": meta.ratio, "mode": mode},
+                     _compress_metadata(prefix_lens, extend_lens, state_rows, page_table))
     host = {name: (f.values if f is not None else None) for name, f in plan.metadata.items()}  # one copy each
     prefix, extend = host["prefix_lens"].tolist(), host["extend_lens"].tolist()
     records, n_out = compress_segments(prefix, extend, meta.ratio, mode, host["state_rows"], host["page_table"])
@@ -196,8 +201,7 @@ def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, pag
 def check_compress_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_rows, page_table, validate, device):
     """The op's check of a compress plan against its own metadata (see check_plan)."""
     return check_plan(plan, "compress", device, {"ratio": ratio, "mode": mode},
-                      {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
-                       "page_table": page_table}, validate)
+                      _compress_metadata(prefix_lens, extend_lens, state_rows, page_table), validate)
 
 
 def compress_call_plan(plan, prefix_lens, extend_lens, *, ratio, mode, state_rows, page_table, validate, device,
