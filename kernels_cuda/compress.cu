@@ -95,9 +95,10 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
     if (c >= d) return;
     const int E = 4 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
-    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it
-        pdl_wait();
+    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it.
+        // The next kernel may start now: its own pdl_wait() holds it until this grid has finished.
         pdl_launch_dependents();
+        pdl_wait();
     }
     const bool pooling = pool && seg.o >= 0;
     if (!pooling && !store) return;
@@ -201,9 +202,10 @@ __global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
     const bool active = c < d;
     const int E = 2 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
-    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it
-        pdl_wait();
+    if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it.
+        // The next kernel may start now: its own pdl_wait() holds it until this grid has finished.
         pdl_launch_dependents();
+        pdl_wait();
     }
     const int o = seg.o;
     const long long base = 128 * seg.g;
@@ -336,8 +338,8 @@ __global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
 __global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
                                             const int* __restrict__ segments, int d) {
     const Segment seg = segment_of(segments, blockIdx.x);
-    pdl_wait();  // after dsv4_compress_c128 (a no-op unless launched to overlap it)
     pdl_launch_dependents();
+    pdl_wait();  // after dsv4_compress_c128 (a no-op unless launched to overlap it)
     if (!seg.last) return;
     float* dst = state + (long long)seg.state * 3 * d;
     const float* src = new_state + (long long)seg.b * 3 * d;

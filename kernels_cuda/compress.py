@@ -15,6 +15,7 @@ from kernels_cuda._loader import launch
 THREADS = 128  # per C4 CTA; each thread owns VEC channels
 PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with programmatic dependent launch
 C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
+C128_FILL_WAVES = 2  # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9)
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -46,9 +47,12 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if layout.ratio == 4:  # one thread per VEC channels
         block = (min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32),)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
-    else:  # prefill: a warp per run of a block's positions, 4 runs over the same 32 x VEC channels;
-        # decode: 128 threads over 128 x VEC channels, one run
-        block = (32, 4) if plan["most_new"] > C128_ONE_RUN else (128, 1)
+    else:  # 128 threads over 128 x VEC channels, one run of positions each (decode, and prefill whose
+        # segments fill the GPU); few segments with many new positions (a 4K chunk: 32 blocks): a warp
+        # per run, 4 runs over the same 32 x VEC channels, so no thread walks 128 positions alone
+        one_run_ctas = plan["n_seg"] * contract.cdiv(d, 128 * vec)
+        few = plan["most_new"] > C128_ONE_RUN and one_run_ctas < C128_FILL_WAVES * _sms(device)
+        block = (32, 4) if few else (128, 1)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
