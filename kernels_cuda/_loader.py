@@ -27,7 +27,8 @@ KERNELS = {
     "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
                           "dsv4_indexer_logits_wgmma<6>"],
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
-                        "dsv4_topk_indices_cluster<8>"] + [f"dsv4_topk_indices_regs<{v}>" for v in (1, 2, 4)],
+                        "dsv4_topk_indices_cluster<8>"] + [f"dsv4_topk_indices_regs<{v}>" for v in (1, 2, 4)]
+                       + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
                            + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2") for s in ("true", "false") for p in ("true", "false")]
                            + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"],

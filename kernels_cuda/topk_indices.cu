@@ -579,3 +579,274 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
         if (above_base >= first_inside && inside_base >= remaining) break;  // every slot written (same in all threads)
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Default for tensors up to 16384 columns (DSV4_TOPK_KERNEL unset): `dsv4_topk_indices_fast<VECS>`,
+// one 1024-thread CTA per row, the row in registers (VECS float4 a thread, vector t + 1024 i), 32
+// registers so two CTAs share an SM. The chain is SGLang topk_v2's register path made exact and
+// deterministic: one histogram of a 12-bit coarse bin, one threshold search, one block scan that
+// places every key above the threshold bin (written straight to its slot through the page table)
+// and every key inside it (to a small shared buffer), then an exact rank of those candidates by
+// (key descending, column ascending). Positions come from the scan and the ranks, never from an
+// atomic's return value, so the selection and the order are bitwise the same every run. A
+// threshold bin holding more than FAST_CANDIDATES keys (heavy ties) takes the exact radix of the
+// v2 kernel instead (digits of the bin's key range, over the keys in registers) and its
+// column-order write-out. Launched with programmatic dependent launch when the grid is one wave:
+// nothing global is read before pdl_wait().
+
+#define FAST_BINS 4096
+#define FAST_CANDIDATES 128   // threshold-bin keys ranked all-pairs (8 threads a candidate)
+#define FAST_RANKERS 8        // threads per candidate in the ranking (FAST_CANDIDATES x 8 = 1024)
+// The coarse bin: bits 30..17 of |x| (8 exponent bits, 6 mantissa bits) clamped to exponents
+// 2^-16 .. 2^15, then mirrored by sign: 2048 bins a sign, 1/64 of an octave each (the fp16 bin of
+// SGLang in fp32 terms). Monotone in the key, so a bin is a contiguous key range.
+#define FAST_CODE_LO (111u << 6)
+#define FAST_CODE_HI ((142u << 6) | 63u)
+// Two CTAs an SM (32 registers) where the keys leave room: VECS 2 spills at 32 registers, VECS 4 takes 55.
+#define FAST_CTAS_PER_SM(vecs) ((vecs) <= 1 ? 2 : 1)
+
+__device__ __forceinline__ unsigned int coarse_bin(unsigned int key) {
+    const unsigned int top = key >> 17;  // 0x4000 | code for x >= +0, 0x3fff - code for x <= -0
+    if (top >= 0x4000u) return 2048u + min(max(top - 0x4000u, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO;
+    return 2047u - (min(max(0x3fffu - top, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO);
+}
+
+// [lo, hi] of the keys whose coarse bin is `bin` (the inverse of coarse_bin).
+__device__ __forceinline__ void coarse_bin_keys(unsigned int bin, unsigned int* lo, unsigned int* hi) {
+    const unsigned int c = bin >= 2048u ? bin - 2048u : 2047u - bin;
+    const unsigned int code_lo = c == 0u ? 0u : FAST_CODE_LO + c;
+    const unsigned int code_hi = c == 2047u ? 0x3fffu : FAST_CODE_LO + c;
+    const unsigned int top_lo = bin >= 2048u ? 0x4000u + code_lo : 0x3fffu - code_hi;
+    const unsigned int top_hi = bin >= 2048u ? 0x4000u + code_hi : 0x3fffu - code_lo;
+    *lo = top_lo << 17;
+    *hi = (top_hi << 17) | 0x1ffffu;
+}
+
+// Over FAST_BINS ascending bins holding `total` keys (4 bins a thread): the bin b with
+// above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
+// exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
+// not read after the first, `s` is valid after the second.
+__device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int4 v = reinterpret_cast<const int4*>(hist)[t];
+    const int mine = v.x + v.y + v.z + v.w;
+    int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    int before = lane < warp ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+    int through = before + inclusive - mine;  // keys in bins below 4t
+    const int count[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        through += count[e];
+        const int above = total - through;
+        if (above < need && above + count[e] >= need) {
+            s[0] = 4 * t + e;
+            s[1] = above;
+            s[2] = count[e];
+        }
+    }
+    __syncthreads();
+}
+
+template <int VECS>
+__global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
+    dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
+                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
+                           int page_size, int pdl) {
+    __shared__ __align__(16) int hist[FAST_BINS];
+    __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
+    __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
+    __shared__ int s_threshold[3];
+
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int b = blockIdx.x;
+    reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+    if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
+        pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
+        pdl_wait();
+    }
+    const int n = seq_lens[b];
+    int* out_row = out + (long long)b * k;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= k) {
+        for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        return;
+    }
+    // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
+    // an aligned base), so every vector before seq_len's is one float4 load, all issued first.
+    const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
+    uint4 key[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int c = 4 * (i * TOPK_THREADS + t);
+        if (c + 3 < n) {
+            const float4 v = src[i * TOPK_THREADS + t];
+            key[i] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
+        } else {  // the vector holding seq_len, and those past it
+            const float* tail = reinterpret_cast<const float*>(src) + c;
+            key[i].x = c < n ? __float_as_uint(tail[0]) : 0u;
+            key[i].y = c + 1 < n ? __float_as_uint(tail[1]) : 0u;
+            key[i].z = c + 2 < n ? __float_as_uint(tail[2]) : 0u;
+            key[i].w = 0u;  // c + 3 >= n
+        }
+    }
+    make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
+    __syncthreads();                // the histogram is zeroed
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        if (key[i].x != 0u) atomicAdd(&hist[coarse_bin(key[i].x)], 1);
+        if (key[i].y != 0u) atomicAdd(&hist[coarse_bin(key[i].y)], 1);
+        if (key[i].z != 0u) atomicAdd(&hist[coarse_bin(key[i].z)], 1);
+        if (key[i].w != 0u) atomicAdd(&hist[coarse_bin(key[i].w)], 1);
+    }
+    __syncthreads();
+    fast_threshold(hist, n, k, warp_sums, s_threshold);
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
+    int inside = s_threshold[2];              // keys in the threshold bin
+    int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
+
+    // Raw columns are staged by output slot in shared memory (over the histogram: its last reads
+    // were before fast_threshold's second barrier) and mapped through the page table at the end,
+    // k consecutive slots, coalesced: no division or table load among the keys' registers.
+    int* const staging = hist;
+    if (inside <= FAST_CANDIDATES) {
+        // One block scan of packed per-thread counts (above: bits 0..15, inside: 16..31; a row has at
+        // most 16384 keys, so no field carries) places the keys in thread order.
+        unsigned int mine = 0u;
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (e[j] == 0u) continue;
+                const unsigned int c = coarse_bin(e[j]);
+                mine += c > bin ? 1u : c == bin ? 0x10000u : 0u;
+            }
+        }
+        unsigned int inclusive = mine;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+            if (lane >= off) inclusive += x;
+        }
+        // warp_sums was last read before fast_threshold's second barrier
+        if (lane == 31) warp_sums[warp] = (int)inclusive;
+        __syncthreads();
+        unsigned int before = lane < warp ? (unsigned int)warp_sums[lane] : 0u;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+        before += inclusive - mine;
+        int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (e[j] == 0u) continue;
+                const unsigned int c = coarse_bin(e[j]);
+                const int column = 4 * (i * TOPK_THREADS + t) + j;
+                if (c > bin) staging[slot_above++] = column;
+                else if (c == bin) candidates[slot_inside++] = make_uint2(e[j], (unsigned int)column);
+            }
+        }
+        __syncthreads();
+        // Rank of each candidate among the `inside` ones by (key descending, column ascending), a
+        // total order: FAST_RANKERS threads a candidate, each counting a stride of the others. The
+        // `remaining` best go to slots above_total + rank.
+        const int me = t / FAST_RANKERS, part = t % FAST_RANKERS;
+        const uint2 self = candidates[me < inside ? me : 0];
+        int rank = 0;
+        for (int j = part; j < inside; j += FAST_RANKERS) {
+            const uint2 other = candidates[j];
+            rank += other.x > self.x || (other.x == self.x && other.y < self.y);
+        }
+#pragma unroll
+        for (int off = FAST_RANKERS / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
+        if (part == 0 && me < inside && rank < remaining) staging[above_total + rank] = (int)self.y;
+    } else {
+        // Heavy ties in the threshold bin: the exact radix of the v2 kernel over the bin's key range,
+        // 12-bit digits of key - lo, until the bucket is taken whole or is one key value.
+        unsigned int lo, hi;
+        coarse_bin_keys(bin, &lo, &hi);
+        while (inside != remaining && hi != lo) {  // every thread decides the same
+            const int shift = max(0, 32 - __clz((int)(hi - lo)) - 12);  // (hi - lo) >> shift < 4096
+            const unsigned int width = hi - lo;
+            __syncthreads();  // the last pass's reads of hist and s_threshold are done
+            reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < VECS; ++i) {
+                if (key[i].x != 0u && key[i].x - lo <= width) atomicAdd(&hist[(key[i].x - lo) >> shift], 1);
+                if (key[i].y != 0u && key[i].y - lo <= width) atomicAdd(&hist[(key[i].y - lo) >> shift], 1);
+                if (key[i].z != 0u && key[i].z - lo <= width) atomicAdd(&hist[(key[i].z - lo) >> shift], 1);
+                if (key[i].w != 0u && key[i].w - lo <= width) atomicAdd(&hist[(key[i].w - lo) >> shift], 1);
+            }
+            __syncthreads();
+            fast_threshold(hist, inside, remaining, warp_sums, s_threshold);
+            const unsigned int digit = s_threshold[0];
+            remaining -= s_threshold[1];
+            inside = s_threshold[2];
+            lo += digit << shift;  // <= hi
+            const unsigned int span = (1u << shift) - 1u;
+            if (hi - lo > span) hi = lo + span;  // (lo + span can pass 2^32 - 1 in the top bin)
+        }
+        // Column-order placement, a vector at a time (column 4 (1024 i + t) + j: vector, thread,
+        // element order is column order): keys above the bucket in slots [0, k - remaining), then
+        // the first `remaining` keys inside it by column. Per vector one block scan of packed
+        // counts (above: bits 0..15, inside: 16..31; at most 4096 each), warp sums double-buffered
+        // so one barrier a vector suffices.
+        const unsigned int width = hi - lo;
+        const int first_inside = k - remaining;
+        int above_base = 0, inside_base = 0;
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
+            unsigned int mine = 0u;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                mine += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= width) ? 0x10000u : 0u;
+            unsigned int inclusive = mine;
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+                if (lane >= off) inclusive += x;
+            }
+            int* sums = i & 1 ? warp_sums2 : warp_sums;
+            if (lane == 31) sums[warp] = (int)inclusive;
+            __syncthreads();
+            unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
+            unsigned int total = (unsigned int)sums[lane];
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                before += __shfl_xor_sync(0xffffffffu, before, off);
+                total += __shfl_xor_sync(0xffffffffu, total, off);
+            }
+            before += inclusive - mine;
+            int slot_above = above_base + (int)(before & 0xffffu);
+            int slot_inside = inside_base + (int)(before >> 16);
+            above_base += (int)(total & 0xffffu);
+            inside_base += (int)(total >> 16);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int column = 4 * (i * TOPK_THREADS + t) + j;
+                if (e[j] > hi) {
+                    staging[slot_above++] = column;
+                } else if (e[j] != 0u && e[j] - lo <= width) {
+                    if (slot_inside < remaining) staging[first_inside + slot_inside] = column;
+                    ++slot_inside;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = mapped(table_row, staging[i], page_size);
+}

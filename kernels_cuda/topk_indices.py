@@ -1,5 +1,9 @@
-"""CUDA `topk_indices` (topk_indices.cu): each row read once into shared memory by one CTA or by a
-thread-block cluster of 2, 4 or 8 CTAs, then selected there (docs/perf-notes.md, "Top-k")."""
+"""CUDA `topk_indices` (topk_indices.cu), routed by the tensor's width: up to FAST_COLUMNS columns
+(16-byte aligned rows) one CTA a row with the row in registers (`dsv4_topk_indices_fast`); wider
+rows read once into shared memory by one CTA or by a thread-block cluster of 2, 4 or 8 CTAs, then
+selected there (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `cluster`
+sends every shape to the cluster kernel (the default before the fast kernel), `v2` to the older
+register kernel."""
 
 import functools
 import os
@@ -29,6 +33,12 @@ MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
 REGS_VECS = (1, 2, 4)
 REGS_COLUMNS = 4 * THREADS * REGS_VECS[-1]
 MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
+# dsv4_topk_indices_fast<VECS>: rows up to 4096 x VECS columns in registers; VECS 1 runs two CTAs an
+# SM (32 registers), VECS 2 and 4 one (40 and 55 registers on sm_90a). It stages k slots in its
+# 4096-bin histogram, so k <= MAX_K holds for it too.
+FAST_VECS = (1, 2, 4)
+FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
+FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # as FAST_CTAS_PER_SM in topk_indices.cu
 
 
 def chunk_columns(columns, cluster):
@@ -81,7 +91,18 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         raise ValueError(f"topk_indices (CUDA): k = {k} exceeds {MAX_K} (the write-out's staging in shared memory)")
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
-        if (os.environ.get("DSV4_TOPK_KERNEL") == "v2"
+        kernel_choice = os.environ.get("DSV4_TOPK_KERNEL", "fast")
+        if (kernel_choice == "fast" and layout.columns <= FAST_COLUMNS and layout.columns % 4 == 0
+                and logits.data_ptr() % 16 == 0):
+            device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
+            vecs = next(v for v in FAST_VECS if 4 * THREADS * v >= layout.columns)
+            # one wave: the grid may start while the kernel before it finishes (it waits before reading)
+            pdl = layout.batch <= FAST_CTAS_PER_SM[vecs] * _device(device_index)[0]
+            launch("topk_indices.cu", f"dsv4_topk_indices_fast<{vecs}>", (layout.batch,), (THREADS,),
+                   (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
+                    page_size, int(pdl)), logits.device, pdl=pdl)
+            return out
+        if (kernel_choice == "v2"
                 and layout.columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536"))):
             vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= layout.columns), REGS_VECS[-1])
             launch("topk_indices.cu", f"dsv4_topk_indices_regs<{vecs}>", (layout.batch,), (THREADS,),
