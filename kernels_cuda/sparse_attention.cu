@@ -612,85 +612,219 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
 #define WG_AVAILABLE 0
 #endif
 
-template <bool HAS_SINK, bool SPLIT>
-__global__ void __launch_bounds__(256, 1)
-    dsv4_sparse_attention_wgmma(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
-                                unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                                int chunk, float sm_scale) {
+// Row loaders of the wgmma kernel (the policy the kernel template takes), so the bf16 and the FP8
+// op share every MMA, the softmax and the epilogue. A loader owns the shared memory after Q and:
+// - load_idx(tile): reads this thread's indices of `tile` (one tile ahead of its copies, so the
+//   index loads' latency hides behind a tile of math);
+// - fetch(tile, buf): issues the copies of `tile` into stage `buf` and writes the tile's row flags
+//   valid(buf); one commit group a call, empty past the split's end (uniform wait counts);
+// - land(buf): called after the top barrier, once every thread's copies of the tile have landed;
+//   returns the shared address of the tile in the swizzled bf16 layout above;
+// - s_part(buf): where the two warpgroups exchange their partial S of that tile.
 #if WG_AVAILABLE
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    // 1024-byte alignment for the swizzle atoms (the swizzle works on shared address bits 4..9)
+struct WgBf16Rows {  // bf16 rows of 1 KB, copied straight into a swizzled tile of two stages
+    static constexpr int SHARED_BYTES = WG_STAGES * WG_MAT_BYTES + 2 * 4 * 32 * 32 * 4 + WG_STAGES * WG_TILE * 4;
+    const unsigned char* kv;
+    const int* idx_row;
+    int n;
+    unsigned char* kv_s;  // [WG_STAGES][64 rows] swizzled, then the S partials, then the flags
+    int piece, line_first;  // 64 pieces of 16 bytes a line; thread x copies piece x % 64 of lines x / 64 + 4k
+    int idx_next[WG_TILE / 4];
+
+    __device__ __forceinline__ WgBf16Rows(const unsigned short* kv_, const int* idx_row_, int n_, unsigned char* smem)
+        : kv(reinterpret_cast<const unsigned char*>(kv_)), idx_row(idx_row_), n(n_), kv_s(smem),
+          piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
+    __device__ __forceinline__ float* s_part(int) {  // [2 halves][4 warps][32][32 lanes]
+        return reinterpret_cast<float*>(kv_s + WG_STAGES * WG_MAT_BYTES);
+    }
+    __device__ __forceinline__ int* valid(int buf) {  // [WG_STAGES][64]
+        return reinterpret_cast<int*>(kv_s + WG_STAGES * WG_MAT_BYTES + 2 * 4 * 32 * 32 * 4) + buf * WG_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile) {
+#pragma unroll
+        for (int k = 0; k < WG_TILE / 4; ++k) {
+            const int i = tile * WG_TILE + line_first + 4 * k;
+            idx_next[k] = i < n ? idx_row[i] : -1;
+        }
+    }
+    __device__ __forceinline__ void fetch(int tile, int buf) {
+        if (tile * WG_TILE < n) {
+            unsigned char* dst = kv_s + buf * WG_MAT_BYTES;
+            int* flags = valid(buf);
+#pragma unroll
+            for (int k = 0; k < WG_TILE / 4; ++k) {
+                const int r = line_first + 4 * k, idx = idx_next[k];
+                if (idx >= 0) {
+                    cp_async16_l2_256(dst + swizzled_offset(WG_TILE, r, piece), kv + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + swizzled_offset(WG_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (piece == 0) flags[r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    }
+    __device__ __forceinline__ unsigned int land(int buf) {
+        return (unsigned int)__cvta_generic_to_shared(kv_s) + buf * WG_MAT_BYTES;
+    }
+};
+
+// FP8 cache records (SPEC 8): slot t at page t >> page_shift, o = t & (page_size - 1); its 576-byte
+// record (448 e4m3, 64 bf16) at page + 576 o, its 8 scale bytes at page + 576 page_size + 8 o.
+// The raw bytes of a tile land in one of two stages (cp.async: 36 pieces of 16 bytes a record and
+// one 8-byte piece of scales, which are only 8-aligned); land() dequantises the stage into one bf16
+// tile (e4m3 x 2^(byte - 127) is exact in bf16: a power-of-two scale) and synchronises. A stage is
+// dead from its land() to its next fetch, so the S partials (32 KB) live in it meanwhile: Q 64 KB,
+// the tile 64 KB and two stages of 37 KB fit where two bf16 stages and the partials would not.
+// Unread: padding, other slots, byte 7 of a scale group; a -1 row loads nothing and becomes zeros.
+#define FP8_RECORD 576                                 // bytes: 448 e4m3 then 64 bf16
+#define FP8_NOPE 448                                   // e4m3 dims
+#define FP8_PITCH 592                                  // a staged row: record, 8 scale bytes, 8 spare
+#define FP8_STAGE_BYTES (WG_TILE * FP8_PITCH)          // 37,888 >= the S partials' 32 KB
+#define FP8_PIECES (FP8_RECORD / 16)                   // 36 copies of 16 bytes a record
+#define FP8_PIECES_PER_THREAD (WG_TILE * FP8_PIECES / 256)  // 9
+#define FP8_WG_SHARED_BYTES (1024 + WG_MAT_BYTES + WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES + WG_STAGES * WG_TILE * 4)
+
+// 8-byte global -> shared copy that does not wait (.ca: the 16-byte-only .cg does not take 8)
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+    const unsigned int dst = (unsigned int)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(gmem));
+}
+
+// two e4m3 (the low byte is the lower dim) times a power-of-two scale -> bf16x2, exact
+__device__ __forceinline__ unsigned int e4m3x2_scaled_bf16x2(unsigned int two, float scale) {
+    unsigned int h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h2) : "h"((unsigned short)(two & 0xffffu)));
+    float lo, hi;
+    asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n" : "=f"(lo), "=f"(hi) : "r"(h2));
+    return pack_bf16(lo * scale, hi * scale);
+}
+
+struct WgFp8Rows {
+    static constexpr int SHARED_BYTES = WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES + WG_STAGES * WG_TILE * 4;
+    const unsigned char* cache;
+    long long page_stride;  // bytes; page offsets are 64-bit
+    int page_shift;
+    const int* idx_row;
+    int n;
+    unsigned char* tile_s;  // the bf16 tile (swizzled), then the two raw stages, then the flags
+    int idx_next[FP8_PIECES_PER_THREAD];  // thread x copies pieces x + 256 k of the tile's 64 x 36
+
+    __device__ __forceinline__ WgFp8Rows(const unsigned char* cache_, long long page_stride_, int page_shift_,
+                                         const int* idx_row_, int n_, unsigned char* smem)
+        : cache(cache_), page_stride(page_stride_), page_shift(page_shift_), idx_row(idx_row_), n(n_), tile_s(smem) {}
+    __device__ __forceinline__ unsigned char* raw(int buf) { return tile_s + WG_MAT_BYTES + buf * FP8_STAGE_BYTES; }
+    __device__ __forceinline__ float* s_part(int buf) { return reinterpret_cast<float*>(raw(buf)); }
+    __device__ __forceinline__ int* valid(int buf) {
+        return reinterpret_cast<int*>(tile_s + WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES) + buf * WG_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile) {
+#pragma unroll
+        for (int k = 0; k < FP8_PIECES_PER_THREAD; ++k) {
+            const int i = tile * WG_TILE + (threadIdx.x + 256 * k) / FP8_PIECES;
+            idx_next[k] = i < n ? idx_row[i] : -1;
+        }
+    }
+    __device__ __forceinline__ void fetch(int tile, int buf) {
+        if (tile * WG_TILE < n) {
+            unsigned char* dst = raw(buf);
+            int* flags = valid(buf);
+            const int slot_mask = (1 << page_shift) - 1;
+#pragma unroll
+            for (int k = 0; k < FP8_PIECES_PER_THREAD; ++k) {
+                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, piece = c % FP8_PIECES, idx = idx_next[k];
+                if (idx >= 0) {
+                    const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
+                    const int o = idx & slot_mask;
+                    cp_async16(dst + r * FP8_PITCH + piece * 16, page + o * FP8_RECORD + piece * 16);
+                    if (piece == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
+                }
+                if (piece == 0) flags[r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    }
+    // dequantise the stage into the tile: thread x writes 16-byte piece x % 64 (dims 8 (x % 64) ..
+    // +7) of lines x / 64 + 4k, as the bf16 loader copies them
+    __device__ __forceinline__ unsigned int land(int buf) {
+        const unsigned char* stage = raw(buf);
+        const int* flags = valid(buf);
+        const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;
+#pragma unroll 4
+        for (int k = 0; k < WG_TILE / 4; ++k) {
+            const int r = line_first + 4 * k;
+            const unsigned char* rec = stage + r * FP8_PITCH;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);  // a -1 row: zeros, so it adds 0 * 0, never 0 * NaN
+            if (flags[r]) {
+                if (piece < FP8_NOPE / 8) {  // 8 e4m3 dims; scale of dims 64 i .. 64 i + 63 at byte i
+                    const uint2 e = *reinterpret_cast<const uint2*>(rec + piece * 8);
+                    // ue8m0 byte s -> 2^(s - 127) as fp32 bits (s = 0 would give 0, not 2^-127: the
+                    // quantiser writes s >= 105)
+                    const float scale = __int_as_float((int)rec[FP8_RECORD + (piece >> 3)] << 23);
+                    v = make_uint4(e4m3x2_scaled_bf16x2(e.x, scale), e4m3x2_scaled_bf16x2(e.x >> 16, scale),
+                                   e4m3x2_scaled_bf16x2(e.y, scale), e4m3x2_scaled_bf16x2(e.y >> 16, scale));
+                } else {  // 8 bf16 RoPE dims, as stored
+                    v = *reinterpret_cast<const uint4*>(rec + FP8_NOPE + (piece - FP8_NOPE / 8) * 16);
+                }
+            }
+            *reinterpret_cast<uint4*>(tile_s + swizzled_offset(WG_TILE, r, piece)) = v;
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+        __syncthreads();  // the whole tile; and every thread is done reading the stage (the S partials go there)
+        return (unsigned int)__cvta_generic_to_shared(tile_s);
+    }
+};
+
+// aligned start of dynamic shared memory: 1024 bytes for the swizzle atoms (the swizzle works on
+// shared address bits 4..9)
+__device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) {
     const unsigned int raw_addr = (unsigned int)__cvta_generic_to_shared(smem_raw);
-    unsigned char* smem = smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
-    unsigned char* q_s = smem;                                                   // [64 heads] swizzled
-    unsigned char* kv_s = q_s + WG_MAT_BYTES;                                    // [WG_STAGES][64 rows] swizzled
-    float* s_part = reinterpret_cast<float*>(kv_s + WG_STAGES * WG_MAT_BYTES);   // [2 halves][4 warps][32][32 lanes]
-    int* valid_s = reinterpret_cast<int*>(s_part + 2 * 4 * 32 * 32);            // [WG_STAGES][64]
+    return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
+}
+
+// The kernel body (the comment above dsv4_sparse_attention_wgmma says what it does): Q at `smem`
+// (64 swizzled lines), the gathered rows through `rows`; n = this split's indices.
+template <bool HAS_SINK, bool SPLIT, class Rows>
+__device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem, const unsigned short* q,
+                                                const float* sink, unsigned short* out, float* lse, float* part_out,
+                                                float* part_lse, int n, int heads, float sm_scale) {
+    unsigned char* q_s = smem;  // [64 heads] swizzled
     const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
-    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
 
     const int b = blockIdx.x, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
     const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
-    const int k_begin = split * chunk;
-    const int n = max(min(K - k_begin, chunk), 0);
-    const int* idx_row = indices + (long long)b * K + k_begin;
     const float scale2 = sm_scale * LOG2E;
 
     // Q into shared memory; joins the first tile's commit group
-    const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // 64 pieces of 16 bytes a line
     {
+        const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // 64 pieces of 16 bytes a line
         const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
 #pragma unroll 4
         for (int r = line_first; r < 64; r += 4)
             cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
     }
 
-    constexpr int LINES_PER_THREAD = WG_TILE / 4;  // 256 threads: 4 lines at a time
-    int idx_next[LINES_PER_THREAD];
-    auto load_idx = [&](int tile) {
-#pragma unroll
-        for (int k = 0; k < LINES_PER_THREAD; ++k) {
-            const int i = tile * WG_TILE + line_first + 4 * k;
-            idx_next[k] = i < n ? idx_row[i] : -1;
-        }
-    };
-    auto fetch = [&](int tile, int buf) {
-        if (tile * WG_TILE < n) {
-            unsigned char* dst = kv_s + buf * WG_MAT_BYTES;
-#pragma unroll
-            for (int k = 0; k < LINES_PER_THREAD; ++k) {
-                const int r = line_first + 4 * k, idx = idx_next[k];
-                if (idx >= 0) {
-                    cp_async16_l2_256(dst + swizzled_offset(WG_TILE, r, piece),
-                                      reinterpret_cast<const unsigned char*>(kv) + (long long)idx * DIM * 2 + piece * 16);
-                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
-                    *reinterpret_cast<uint4*>(dst + swizzled_offset(WG_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
-                }
-                if (piece == 0) valid_s[buf * WG_TILE + r] = idx >= 0;
-            }
-        }
-        cp_async_commit();
-    };
-
     float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
 #pragma unroll
     for (int j = 0; j < 128; ++j) o[j] = 0.f;
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
     const int tiles = (n + WG_TILE - 1) / WG_TILE;
-    load_idx(0);
-    fetch(0, 0);
-    load_idx(1);
+    rows.load_idx(0);
+    rows.fetch(0, 0);
+    rows.load_idx(1);
     for (int i = 0; i < tiles; ++i) {
         const int buf = i & 1;
         cp_async_wait<0>();  // this thread's copies of tile i (and Q) have landed
         // the copies and zero stores were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();  // everyone's have; and everyone left tile i - 1, whose buffer is refilled now
-        fetch(i + 1, buf ^ 1);
-        load_idx(i + 2);
-        const unsigned int tile_addr = kv_addr + buf * WG_MAT_BYTES;
+        rows.fetch(i + 1, buf ^ 1);
+        rows.load_idx(i + 2);
+        const unsigned int tile_addr = rows.land(buf);
+        const int* valid_s = rows.valid(buf);
+        float* s_part = rows.s_part(buf);
 
         // S over this warpgroup's 256 dims: chunks 4 half .. 4 half + 3, 4 k-steps of 32 bytes in each
         float s[32];
@@ -718,7 +852,7 @@ __global__ void __launch_bounds__(256, 1)
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-            const bool v0 = valid_s[buf * WG_TILE + nt * 8 + 2 * t], v1 = valid_s[buf * WG_TILE + nt * 8 + 2 * t + 1];
+            const bool v0 = valid_s[nt * 8 + 2 * t], v1 = valid_s[nt * 8 + 2 * t + 1];
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 // the same order of addition in both warpgroups: low half's partial first
@@ -785,7 +919,7 @@ __global__ void __launch_bounds__(256, 1)
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
-        // no barrier here: the next tile's top barrier orders these reads of s_part and the buffer
+        // no barrier here: the next tile's top barrier orders these reads of s_part and the tile
         // before anyone rewrites them
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
@@ -824,8 +958,43 @@ __global__ void __launch_bounds__(256, 1)
         lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
         lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
+}
+#endif
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_wgmma(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                                unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                                int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    WgBf16Rows rows(kv, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
+    wgmma_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
+#endif
+}
+
+// sparse_attention_fp8 (SPEC 8): the same kernel over the FP8 cache (kv_cache [pages, page_stride]
+// bytes, page_size = 1 << page_shift), dequantised in shared memory by WgFp8Rows.
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_fp8_wgmma(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
+                                    const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
+                                    int K, int heads, int chunk, float sm_scale, int page_shift, long long page_stride) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    WgFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
+                   smem + WG_MAT_BYTES);
+    wgmma_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper)
 #endif
 }
 

@@ -10,6 +10,8 @@ KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync ove
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
 KERNEL "auto" (default): wgmma where it applies, else h64 where its shared memory fits, else h16.
+The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
+cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2) in the environment sets KERNEL, to compare them."""
 
 import functools
@@ -80,6 +82,17 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                shared_mem=SHARED_BYTES)
         return out, lse
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
+    launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
+                 (float(sm_scale),),
+                 {"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
+    return out, lse
+
+
+def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem):
+    """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, fp8_wgmma: 8 warps), whose
+    arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
+    the combine kernel when the index list is split. Shapes only decide the split, so the launch
+    needs no device data (CUDA-graph capturable)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -91,12 +104,10 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    launch("sparse_attention.cu",
-           f"dsv4_sparse_attention_{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}>",
-           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),  # h64, wgmma, wgmma2: 8 warps
-           (q, kv, indices, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, float(sm_scale)),
-           q.device, shared_mem={"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
+    launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}>",
+           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),
+           (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
+           q.device, shared_mem=shared_mem)
     if splits > 1:
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
                (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device)
-    return out, lse
