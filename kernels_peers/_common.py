@@ -1,9 +1,12 @@
 """What the peer adapters share: declining ops they lack, the conversion cache, the reason a peer
-cannot run, and the per-token page table."""
+cannot run, stand-in packages, and the per-token page table."""
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import sys
+import types
 
 import torch
 
@@ -78,6 +81,20 @@ def unavailable(device, *packages):
     if not torch.cuda.is_available():
         return "no CUDA device"
     return None
+
+
+def stand_in(name, path=None, **attrs):
+    """A light module registered as `name` (a peer package whose `__init__` imports far more than
+    the launchers an adapter needs), with a spec (find_spec, which the registry's availability check
+    calls, reads a registered module's spec) and, for a package, its real folder."""
+    if name in sys.modules:  # the real module (or our stand-in) is there already
+        return
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=path is not None)
+    if path is not None:
+        module.__path__ = module.__spec__.submodule_search_locations = [str(path)]
+    module.__dict__.update(attrs)
+    sys.modules[name] = module
 
 
 def token_page_table(page_table, page_size, columns):

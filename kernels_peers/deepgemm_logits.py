@@ -28,7 +28,17 @@ compress, topk_indices, sparse_attention, sparse_attention_fp8 = declining(
 
 
 def unavailable_reason(device):
-    return unavailable(device, "deep_gemm", "tvm_ffi")
+    """Missing packages, else whether deep_gemm loads: from 0.1.5.post3 on its `_C.so` is a
+    TORCH_LIBRARY extension linked against one torch's C++ ABI (0.2.5's needs a c10 CUDA check
+    that torch 2.11 lacks), so a wheel built for another torch fails at import, which is reported
+    here instead of failing every case. 0.1.5.post1 loads through apache-tvm-ffi."""
+    reason = unavailable(device, "deep_gemm")
+    if reason is None:
+        try:
+            import deep_gemm  # noqa: F401
+        except (ImportError, OSError, RuntimeError) as err:
+            reason = f"deep_gemm does not load with torch {torch.__version__}: {err}"
+    return reason
 
 
 def indexer_logits_plan(context_lens, block_table, *, max_context_len, validate=True):

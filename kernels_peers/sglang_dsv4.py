@@ -1,9 +1,20 @@
-"""SGLang's DeepSeek-V4 kernels (package `sglang`, `jit_kernel/dsv4`, compiled at first use through
-apache-tvm-ffi) as the SPEC's `compress` and `topk_indices`.
+"""SGLang's DeepSeek-V4 kernels (package `sglang`, compiled at first use through apache-tvm-ffi) as the
+SPEC's `compress` and `topk_indices`.
 
 Loading: importing all of `sglang` needs its whole serving stack, so `_load` imports only the
-launchers, with light stand-ins for `sglang`, `sglang.utils` (the JIT helpers want `is_in_ci`) and
-`sglang.jit_kernel.dsv4` (whose `__init__` pulls in every DSv4 kernel).
+launchers, with light stand-ins for the packages above them. Two layouts, told apart by the folder
+the installed package has (LAYOUTS):
+- "kernels" (0.5.2x, e.g. 0.5.23): launchers in `sglang/kernels/ops/attention/dsv4`, JIT machinery in
+  `sglang/kernels/jit` (which needs `msgspec`). Stand-ins: the `__init__`s of `sglang`, `sglang.kernels`,
+  `.ops`, `.ops.attention` and `.dsv4` (each imports every kernel), `sglang.srt.utils` (the serving
+  stack's utilities; the launchers want is_hip / is_xpu / is_gfx95_supported / is_cuda, all answered
+  for a CUDA build) and `sglang.srt.layers.attention.dsa.utils` (two names for the fused norm-rope
+  store, which this adapter does not call). `sglang.srt.environ` is the real one (standard library).
+- "jit_kernel" (0.5.15): launchers in `sglang/jit_kernel/dsv4`; stand-ins for `sglang`, `sglang.utils`
+  (the JIT helpers want `is_in_ci`) and `sglang.jit_kernel.dsv4`.
+Both releases compress with the same v2 kernels (c4_v2.cuh, c128_v2.cuh, c128_online_v2.cuh: 0.5.15's
+`compress.py` already launched them; its v1 ones were in `compress_old.py`, gone in 0.5.2x) and the
+same plan builders; only the launchers' names and places differ (TOPK_NAMES).
 
 compress, three SPEC modes onto SGLang's plans (decode and prefill kernels, C4 and C128):
 - ring: SGLang's legacy ring buffer is the SPEC's ring seen as pages (C4: [S*2, 4, 4d], two pages
@@ -27,24 +38,26 @@ adapter's `compress_plan` (SPEC 7), made once per step; a call without a plan ma
 must be >= 1 and a call takes at most 65535 new tokens (65536 online): the plans index tokens with
 16 bits.
 
-topk_indices: `topk_transform_512_v2` (k <= 2048; its routing plan `plan_topk_v2` is the adapter's
-`topk_indices_plan`), or with DSV4_SGLANG_TOPK=v1 `topk_transform_512` (k in {512, 1024}, no plan).
+topk_indices: the v2 kernel (topk_v2.cuh: `topk_transform_paged_v2`, 0.5.15's `topk_transform_512_v2`;
+k <= 2048; its routing plan `plan_topk_v2` is the adapter's `topk_indices_plan`), or with
+DSV4_SGLANG_TOPK=v1 the v1 kernel (`topk_transform_paged`, 0.5.15's `topk_transform_512`; k in
+{512, 1024}, no plan). Not mapped: `topk_transform_bf16_small` (bf16 scores; the SPEC's logits are
+float32, and rounding them to bf16 changes which columns win), the ragged v2 entry (contiguous KV
+with per-row offsets, no page table) and the k-pool entries (GLM's pooled scores).
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.machinery
 import importlib.util
 import os
 import sys
-import types
 from pathlib import Path
 
 import torch
 
 from harness import contract, plans
-from kernels_peers._common import ConversionCache, declining, token_page_table, unavailable
+from kernels_peers._common import ConversionCache, declining, stand_in, token_page_table, unavailable
 
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
 HEAD_DIMS = (128, 512)
@@ -57,34 +70,70 @@ indexer_logits, sparse_attention, sparse_attention_fp8 = declining(
     "SGLang's dsv4 adapter", "indexer_logits", "sparse_attention", "sparse_attention_fp8")
 
 
+# where each layout keeps the DSv4 launchers, and what its top-k launchers are called
+LAYOUTS = {"kernels": "sglang.kernels.ops.attention.dsv4", "jit_kernel": "sglang.jit_kernel.dsv4"}
+TOPK_NAMES = {"kernels": {"v1": "topk_transform_paged", "v2": "topk_transform_paged_v2"},
+              "jit_kernel": {"v1": "topk_transform_512", "v2": "topk_transform_512_v2"}}
+
+
 def unavailable_reason(device):
-    return unavailable(device, "sglang", "tvm_ffi")
+    reason = unavailable(device, "sglang", "tvm_ffi")
+    if reason is None and layout() == "kernels" and importlib.util.find_spec("msgspec") is None:
+        reason = "package msgspec not installed (sglang >= 0.5.2x's JIT loader needs it; ci/peer_wheels.sh fetches it)"
+    return reason
+
+
+def _package_root():
+    global _root
+    if _root is None:
+        _root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+    return _root
+
+
+def layout(root=None):
+    """Which layout the installed sglang has ("kernels" or "jit_kernel"), from its folders."""
+    root = Path(root) if root is not None else _package_root()
+    if (root / "kernels" / "ops" / "attention" / "dsv4").is_dir():
+        return "kernels"
+    if (root / "jit_kernel" / "dsv4").is_dir():
+        return "jit_kernel"
+    raise contract.Unsupported(f"sglang at {root} has neither kernels/ops/attention/dsv4 nor jit_kernel/dsv4")
+
+
+def _srt_utils():
+    """What the launchers import from sglang.srt.utils, for a CUDA build of torch."""
+    hip = torch.version.hip is not None
+    cuda_version = tuple(int(x) for x in (torch.version.cuda or "0.0").split(".")[:2])
+    return dict(is_hip=lambda: hip, is_xpu=lambda: False, is_gfx95_supported=lambda: False, is_musa=lambda: False,
+                is_cuda=lambda: torch.version.cuda is not None, get_cuda_version=lambda: cuda_version)
 
 
 def _load(submodule):
-    """sglang.jit_kernel.dsv4.<submodule> without importing the rest of sglang."""
-    global _root
-    name = f"sglang.jit_kernel.dsv4.{submodule}"
+    """The DSv4 launcher module `submodule` ("compress" or "topk") without importing the rest of sglang."""
+    root = _package_root()
+    kind = layout(root)
+    name = f"{LAYOUTS[kind]}.{submodule}"
     if name not in sys.modules:
-        if _root is None:
-            _root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
-        _stand_in("sglang", path=_root)
-        _stand_in("sglang.utils", is_in_ci=lambda: False)
-        _stand_in("sglang.jit_kernel.dsv4", path=_root / "jit_kernel" / "dsv4")
+        stand_in("sglang", path=root)
+        stand_in("sglang.utils", is_in_ci=lambda: False)
+        if kind == "jit_kernel":
+            stand_in("sglang.jit_kernel.dsv4", path=root / "jit_kernel" / "dsv4")
+        else:
+            for package in ("kernels", "kernels/ops", "kernels/ops/attention", "kernels/ops/attention/dsv4", "srt"):
+                stand_in("sglang." + package.replace("/", "."), path=root / package)
+            stand_in("sglang.srt.utils", path=root / "srt" / "utils", **_srt_utils())
+            stand_in("sglang.srt.utils.common", **_srt_utils())
+            for package in ("layers", "layers.attention", "layers.attention.dsa"):
+                stand_in(f"sglang.srt.{package}")
+            # the fused norm-rope store's tile (the value in sglang's dsa/utils.py) and ROCm's preshuffle switch
+            stand_in("sglang.srt.layers.attention.dsa.utils", INDEXER_K_CACHE_PRESHUFFLE_TILE=16,
+                      aiter_can_use_preshuffle_paged_mqa=lambda: False)
     return importlib.import_module(name)
 
 
-def _stand_in(name, path=None, **attrs):
-    """A light module registered as `name`, with a spec (find_spec, which the registry's availability
-    check calls, reads a registered module's spec) and, for a package, its real folder."""
-    if name in sys.modules:  # the real module (or our stand-in) is there already
-        return
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=path is not None)
-    if path is not None:
-        module.__path__ = module.__spec__.submodule_search_locations = [str(path)]
-    module.__dict__.update(attrs)
-    sys.modules[name] = module
+def _topk_kernel(topk, version):
+    """The top-k launcher of `version` ("v1", "v2") in the loaded module, under this layout's name."""
+    return getattr(topk, TOPK_NAMES[layout()][version])
 
 
 def _topk_metadata(seq_lens, page_table, k, page_size):
@@ -108,7 +157,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     if TOPK_VERSION == "v1":
         if k not in (512, 1024):
             raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512 (v1) is built for k in (512, 1024)")
-        topk.topk_transform_512(logits, seq_lens, page_table, out, page_size)
+        _topk_kernel(topk, "v1")(logits, seq_lens, page_table, out, page_size)
         return out
     if k > 2048:
         raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512_v2 takes k <= 2048")
@@ -117,7 +166,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     else:
         plans.check_plan(plan, "topk_indices", logits.device, *_topk_metadata(seq_lens, page_table, k, page_size),
                          validate)
-    topk.topk_transform_512_v2(logits, seq_lens, page_table, out, page_size, plan["routing"])
+    _topk_kernel(topk, "v2")(logits, seq_lens, page_table, out, page_size, plan["routing"])
     return out
 
 

@@ -3,10 +3,16 @@ each declines, and each adapter end to end through the harness's checker with a 
 peer package that computes the peer's documented semantics on the peer's layout (so a conversion
 mistake fails the SPEC comparison). The real packages run only on the GPU (kernels_peers/)."""
 
+import base64
+import fnmatch
+import hashlib
 import importlib.util
 import math
+import os
 import sys
 import types
+import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -168,27 +174,86 @@ def test_flashmla_fp8_adapter_maps_an_empty_rows_lse(monkeypatch):
     assert torch.isneginf(lse[0]).all() and (out[0] == 0).all() and lse[1].isfinite().all()
 
 
-# --- FlashInfer: one physical slot per token
+# --- FlashInfer: 0.6's per-token slot table, 0.7's block table with page_size, the 0.6 decline
 
 
-def _fake_flashinfer():
-    def top_k_page_table_transform(scores, src_page_table, lengths, k, row_to_batch=None):
-        out = torch.full((scores.shape[0], k), -1, dtype=torch.int32)
-        for i in range(scores.shape[0]):
+def _fake_flashinfer_06():
+    """flashinfer.topk of 0.6: one physical slot per token, no options."""
+    def top_k_page_table_transform(input, src_page_table, lengths, k, row_to_batch=None):
+        out = torch.full((input.shape[0], k), -1, dtype=torch.int32)
+        for i in range(input.shape[0]):
             n = int(lengths[i])
-            chosen = torch.arange(n) if n <= k else torch.sort(scores[i, :n], descending=True, stable=True).indices[:k]
+            chosen = torch.arange(n) if n <= k else torch.sort(input[i, :n], descending=True, stable=True).indices[:k]
             out[i, :len(chosen)] = src_page_table[i, chosen]
         return out
     return types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform)
 
 
-def test_flashinfer_adapter_layouts(monkeypatch):
-    passed, skipped = _run(flashinfer_topk, "topk_indices", monkeypatch, "flashinfer", _fake_flashinfer())
+def _fake_flashinfer_07(calls):
+    """flashinfer.topk of 0.7: the block table with page_size (a power of two), deterministic mode;
+    records each call's options."""
+    def top_k_page_table_transform(input, src_page_table, lengths, k, row_to_batch=None, deterministic=False,
+                                   tie_break=0, dsa_graph_safe=False, row_starts=None, page_table_row_starts=None,
+                                   *, page_size=1, out=None, out_raw_indices=None):
+        assert page_size > 0 and page_size & (page_size - 1) == 0 and src_page_table.is_contiguous()
+        calls.append({"page_size": page_size, "deterministic": deterministic})
+        out = torch.full((input.shape[0], k), -1, dtype=torch.int32)
+        for i in range(input.shape[0]):
+            n = int(lengths[i])
+            raw = torch.arange(n) if n <= k else torch.sort(input[i, :n], descending=True, stable=True).indices[:k]
+            out[i, :len(raw)] = src_page_table[i, raw // page_size] * page_size + raw % page_size
+        return out
+    return types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform)
+
+
+def _use_flashinfer(monkeypatch, topk, version):
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.topk", topk)
+    monkeypatch.setattr(flashinfer_topk, "version", lambda: version)
+
+
+def test_flashinfer_06_adapter_layouts(monkeypatch):
+    _use_flashinfer(monkeypatch, _fake_flashinfer_06(), (0, 6))
+    passed, skipped = _run(flashinfer_topk, "topk_indices", monkeypatch, "flashinfer.topk", _fake_flashinfer_06())
     assert passed and not skipped
 
 
-def test_flashinfer_declines_partial_rows_on_its_multi_cta_path(monkeypatch):
-    monkeypatch.setitem(sys.modules, "flashinfer", _fake_flashinfer())
+def test_flashinfer_07_pages_itself_where_the_page_size_is_a_power_of_two(monkeypatch):
+    calls = []
+    _use_flashinfer(monkeypatch, _fake_flashinfer_07(calls), (0, 7))
+    passed, skipped = _run(flashinfer_topk, "topk_indices", monkeypatch, "flashinfer.topk", _fake_flashinfer_07(calls))
+    assert passed and not skipped and calls
+    assert {c["page_size"] for c in calls} > {1}  # the block table went in as it is
+    logits, seq = torch.randn(2, 300), torch.tensor([300, 200], dtype=torch.int32)
+    table = torch.arange(2 * 10, dtype=torch.int32).view(2, 10)
+    calls.clear()
+    flashinfer_topk.topk_indices(logits, seq, table, k=64, page_size=30)  # not a power of two: token slots
+    assert calls == [{"page_size": 1, "deterministic": False}]
+
+
+def test_flashinfer_modes(monkeypatch):
+    calls = []
+    _use_flashinfer(monkeypatch, _fake_flashinfer_07(calls), (0, 7))
+    logits, seq = torch.randn(2, 300), torch.tensor([300, 200], dtype=torch.int32)
+    table = torch.arange(2 * 5, dtype=torch.int32).view(2, 5)
+    monkeypatch.setattr(flashinfer_topk, "MODE", "deterministic")
+    flashinfer_topk.topk_indices(logits, seq, table, k=64)
+    assert calls[-1] == {"page_size": 64, "deterministic": True}
+    monkeypatch.setenv("FLASHINFER_TOPK_ALGO", "unset")
+    monkeypatch.setattr(flashinfer_topk, "MODE", "native")
+    flashinfer_topk.topk_indices(logits, seq, table, k=64)
+    assert os.environ["FLASHINFER_TOPK_ALGO"] == "default" and calls[-1]["deterministic"] is False
+    monkeypatch.setattr(flashinfer_topk, "MODE", "fastest")
+    with pytest.raises(contract.Unsupported, match="DSV4_FLASHINFER_TOPK='fastest'"):
+        flashinfer_topk.topk_indices(logits, seq, table, k=64)
+    _use_flashinfer(monkeypatch, _fake_flashinfer_06(), (0, 6))  # 0.6 has neither mode nor switch
+    monkeypatch.setattr(flashinfer_topk, "MODE", "deterministic")
+    with pytest.raises(contract.Unsupported, match="no deterministic mode"):
+        flashinfer_topk.topk_indices(logits, seq, table, k=64)
+
+
+def test_flashinfer_declines_partial_rows_on_its_multi_cta_path_before_07(monkeypatch):
+    _use_flashinfer(monkeypatch, _fake_flashinfer_06(), (0, 6))
     logits, table = torch.randn(2, 40000), torch.arange(2 * 625, dtype=torch.int32).view(2, 625)
     i32 = lambda *v: torch.tensor(v, dtype=torch.int32)  # noqa: E731
     with pytest.raises(contract.Unsupported, match="multi-CTA"):  # 2 rows <= 40000 / 16384: multi-CTA
@@ -197,6 +262,8 @@ def test_flashinfer_declines_partial_rows_on_its_multi_cta_path(monkeypatch):
     assert flashinfer_topk.topk_indices(logits, i32(40000, 300), table, k=512).shape == (2, 512)  # short path
     many = torch.randn(3, 40000)  # 3 rows > 2: the filtered path, which handles any length
     assert flashinfer_topk.topk_indices(many, i32(40000, 10000, 5), table[[0, 1, 1]], k=512).shape == (3, 512)
+    _use_flashinfer(monkeypatch, _fake_flashinfer_07([]), (0, 7))  # 0.7 clamps the chunk: it runs
+    assert flashinfer_topk.topk_indices(logits, i32(40000, 10000), table, k=512).shape == (2, 512)
 
 
 # --- SGLang: the ring as pages, the C4 bias rows, the decode rows kept, the plans' limits
@@ -297,12 +364,12 @@ def test_sglang_declines_what_it_does_not_map():
     assert r.status == "skip" and "mode='paged' at ratio 128" in r.message
 
 
-def test_sglang_stand_ins_leave_the_package_findable(tmp_path, monkeypatch):
+def test_stand_ins_leave_the_package_findable(tmp_path, monkeypatch):
     # the registry asks find_spec whether a peer is there; a registered stand-in must answer it
     # (the nightly's conformance tests load backends again after SGLang's stand-ins are in)
     (tmp_path / "jit_kernel").mkdir()
     monkeypatch.delitem(sys.modules, "dsv4_fake_pkg", raising=False)
-    sglang_dsv4._stand_in("dsv4_fake_pkg", path=tmp_path)
+    _common.stand_in("dsv4_fake_pkg", path=tmp_path)
     try:
         spec = importlib.util.find_spec("dsv4_fake_pkg")
         assert spec.submodule_search_locations == [str(tmp_path)]
@@ -313,7 +380,9 @@ def test_sglang_stand_ins_leave_the_package_findable(tmp_path, monkeypatch):
 
 def test_sglang_loads_only_the_launchers():
     pytest.importorskip("sglang")  # where the wheel is installed: the stand-ins must let these import
-    assert sglang_dsv4._load("topk").topk_transform_512_v2 and sglang_dsv4._load("compress").compress_forward
+    topk = sglang_dsv4._load("topk")
+    assert sglang_dsv4._topk_kernel(topk, "v1") and sglang_dsv4._topk_kernel(topk, "v2") and topk.plan_topk_v2
+    assert sglang_dsv4._load("compress").compress_forward
 
 
 def test_conversion_cache_is_not_fooled_by_reused_memory():
@@ -323,3 +392,60 @@ def test_conversion_cache_is_not_fooled_by_reused_memory():
     del first  # the cache keeps it alive, so the next tensor cannot take its memory and its key
     second = torch.arange(1000) * 2
     assert cache.get((second,), "t", lambda: second.sum().item()) == 2 * sum(range(1000))
+
+
+# --- ci/slim_wheel.py: a valid wheel of the kept files, the rest dropped
+
+
+def _slim_wheel_module():
+    spec = importlib.util.spec_from_file_location("slim_wheel", Path(__file__).parent.parent / "ci" / "slim_wheel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slim_wheel_keeps_the_patterns_and_rewrites_record(tmp_path):
+    slim = _slim_wheel_module()
+    src = tmp_path / "pkg-1.2.3-py3-none-any.whl"
+    files = {"pkg/__init__.py": b"x = 1\n", "pkg/kept/a.cuh": b"// a\n", "pkg/kept/deep/b.h": b"// b\n",
+             "pkg/dropped.py": b"import huge\n", "pkg-1.2.3.dist-info/METADATA": b"Name: pkg\nVersion: 1.2.3\n",
+             "pkg-1.2.3.dist-info/WHEEL": b"Wheel-Version: 1.0\n", "pkg-1.2.3.dist-info/RECORD": b"stale\n"}
+    with zipfile.ZipFile(src, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    out = slim.slim(src, tmp_path / "out", ["pkg/__init__.py", "pkg/kept/*"])
+    assert out.name == "pkg-1.2.3+slim-py3-none-any.whl"
+    with zipfile.ZipFile(out) as z:
+        names = set(z.namelist())
+        assert names == {"pkg/__init__.py", "pkg/kept/a.cuh", "pkg/kept/deep/b.h", "pkg-1.2.3+slim.dist-info/METADATA",
+                         "pkg-1.2.3+slim.dist-info/WHEEL", "pkg-1.2.3+slim.dist-info/RECORD"}
+        assert b"Version: 1.2.3+slim" in z.read("pkg-1.2.3+slim.dist-info/METADATA")
+        record = [line.split(",") for line in z.read("pkg-1.2.3+slim.dist-info/RECORD").decode().splitlines()]
+        assert {r[0] for r in record} == names
+        for name, digest, size in record:
+            if name.endswith("RECORD"):
+                assert digest == size == ""
+                continue
+            data = z.read(name)
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == f"sha256={expected}" and int(size) == len(data)
+
+
+def test_slim_profiles_keep_what_the_adapters_load():
+    profiles = _slim_wheel_module().PROFILES
+    kept = lambda profile, name: any(fnmatch.fnmatchcase(name, p) for p in profiles[profile])  # noqa: E731
+    dsv4 = sglang_dsv4.LAYOUTS["kernels"].replace(".", "/")
+    for name in (f"{dsv4}/compress.py", f"{dsv4}/topk.py", f"{dsv4}/kv_layout.py", f"{dsv4}/candidate_table.py",
+                 "sglang/kernels/jit/utils/compile/loader.py", "sglang/kernels/jit/include/sgl_kernel/tensor.h",
+                 "sglang/srt/environ.py", "sglang/kernels/jit/csrc/occupancy/cluster_probe.cuh",
+                 *(f"sglang/kernels/jit/csrc/deepseek_v4/{f}.cuh"
+                   for f in ("c4_v2", "c128_v2", "c128_online_v2", "c_plan", "topk_v1", "topk_v2"))):
+        assert kept("sglang", name), name
+    assert not kept("sglang", "sglang/srt/utils/common.py") and not kept("sglang", "sglang/srt/layers/linear.py")
+    for name in ("flashinfer/topk.py", "flashinfer/jit/topk.py", "flashinfer/jit/core.py", "flashinfer/utils.py",
+                 "flashinfer/trace/templates/sampling.py", "flashinfer/data/csrc/topk.cu",
+                 "flashinfer/data/csrc/cub_topk.cu", "flashinfer/data/include/flashinfer/topk.cuh",
+                 "flashinfer/data/cccl/cub/cub/device/device_topk.cuh"):
+        assert kept("flashinfer", name), name
+    assert not kept("flashinfer", "flashinfer/data/csrc/fmha_v2/fmha.cu")
+    assert not kept("flashinfer", "flashinfer/cake_sampling.py") and not kept("flashinfer", "flashinfer/data/cutlass/x.h")
