@@ -105,7 +105,8 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* warp_sums, i
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long long columns,
                                          const int* __restrict__ seq_lens, const int* __restrict__ page_table,
-                                         long long table_stride, int* __restrict__ out, int k, int page_size) {
+                                         long long table_stride, int* __restrict__ out, int k, int page_size,
+                                         int skip_up_to) {
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     __shared__ __align__(16) int hist[2][TOPK_BINS];  // this CTA's counts; two so a pass never zeroes what a peer reads
     __shared__ __align__(16) int row_hist[CLUSTER > 1 ? TOPK_BINS : 4];  // the cluster's sum
@@ -121,6 +122,9 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     const int n = seq_lens[b];
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
+    // Rows of seq_len <= skip_up_to (-1: none) are dsv4_topk_indices_fast's, launched before this
+    // kernel on the same (mixed) batch; the same decision in every CTA of the cluster.
+    if (n <= skip_up_to) return;
     if (n <= k) {  // the same for every CTA of the cluster, so no barrier is left waiting
         if (rank == 0)
             for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
@@ -361,17 +365,17 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
 // One CTA per row (rows short enough or many enough to fill the GPU that way).
 __global__ void __launch_bounds__(TOPK_THREADS, 2)
     dsv4_topk_indices(const float* logits, long long columns, const int* seq_lens, const int* page_table,
-                      long long table_stride, int* out, int k, int page_size) {
-    topk_row<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size);
+                      long long table_stride, int* out, int k, int page_size, int skip_up_to) {
+    topk_row<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
 }
 
 // CLUSTER CTAs per row, one cluster per row.
 template <int CLUSTER>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
     dsv4_topk_indices_cluster(const float* logits, long long columns, const int* seq_lens, const int* page_table,
-                              long long table_stride, int* out, int k, int page_size) {
+                              long long table_stride, int* out, int k, int page_size, int skip_up_to) {
 #if __CUDA_ARCH__ >= 900
-    topk_row<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size);
+    topk_row<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
 #else
     __trap();
 #endif
@@ -661,6 +665,8 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
                            const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
                            int page_size, int pdl) {
+    // Rows past 4096 x VECS columns (a mixed batch wider than this kernel) are left to the cluster
+    // kernel, launched after this one on the same batch; rows <= k are written here.
     __shared__ __align__(16) int hist[FAST_BINS];
     __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
@@ -680,6 +686,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
         return;
     }
+    if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
     // an aligned base), so every vector before seq_len's is one float4 load, all issued first.
     const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);

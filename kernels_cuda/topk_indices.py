@@ -92,16 +92,23 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
         kernel_choice = os.environ.get("DSV4_TOPK_KERNEL", "fast")
-        if (kernel_choice == "fast" and layout.columns <= FAST_COLUMNS and layout.columns % 4 == 0
-                and logits.data_ptr() % 16 == 0):
-            device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
-            vecs = next(v for v in FAST_VECS if 4 * THREADS * v >= layout.columns)
+        device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
+        skip_up_to = -1  # rows the cluster kernel leaves to the fast kernel (seq_len at most this)
+        if kernel_choice == "fast" and layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0 and (
+                layout.columns <= FAST_COLUMNS or os.environ.get("DSV4_TOPK_SPLIT", "1") != "0"):
+            # Up to FAST_COLUMNS wide: every row here. Wider: rows of seq_len <= FAST_COLUMNS here and
+            # the rest in the cluster kernel launched next (both read seq_lens on the device, so a
+            # mixed batch needs no host sync; DSV4_TOPK_SPLIT=0 sends wide batches to the cluster
+            # kernel alone, saving this launch when every row is long).
+            vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= layout.columns), FAST_VECS[-1])
             # one wave: the grid may start while the kernel before it finishes (it waits before reading)
             pdl = layout.batch <= FAST_CTAS_PER_SM[vecs] * _device(device_index)[0]
             launch("topk_indices.cu", f"dsv4_topk_indices_fast<{vecs}>", (layout.batch,), (THREADS,),
                    (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                     page_size, int(pdl)), logits.device, pdl=pdl)
-            return out
+            if layout.columns <= FAST_COLUMNS:
+                return out
+            skip_up_to = FAST_COLUMNS
         if (kernel_choice == "v2"
                 and layout.columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536"))):
             vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= layout.columns), REGS_VECS[-1])
@@ -109,12 +116,11 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                    (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                     page_size), logits.device)
             return out
-        device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         cluster = cluster_size(layout.batch, layout.columns, *_device(device_index))
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         shared = 4 * (chunk_columns(layout.columns, cluster) + 4)  # keys + up to 3 words of alignment shift
         _opt_in(kernel, shared, logits.device)
         launch("topk_indices.cu", kernel, (cluster, layout.batch), (THREADS,),
                (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                page_size), logits.device, shared_mem=shared)
+                page_size, skip_up_to), logits.device, shared_mem=shared)
     return out
