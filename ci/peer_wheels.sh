@@ -5,7 +5,7 @@
 # ci/use_wheels.sh does that with WHEELS=DIR). Two sets, each in its own folder, so two runs can put
 # two versions of a peer side by side (`harness compare`):
 #   new (default, into .whl-new): sglang 0.5.23, flashinfer-python 0.7.4, sgl-deep-gemm 0.2.5,
-#       sgl-flash-mla 1.0.0, apache-tvm-ffi 0.1.15.post2, nvtx, and msgspec (sglang >= 0.5.2x's JIT
+#       sgl-flash-mla 1.0.0, apache-tvm-ffi 0.1.11, nvtx, and msgspec (sglang >= 0.5.2x's JIT
 #       loader imports it). sglang and flashinfer are slimmed by ci/slim_wheel.py (version "+slim"),
 #       so the set is about 30 MB and one carried call holds it:
 #       - sglang 37 MB -> 0.4 MB: kept are the DeepSeek-V4 launchers (kernels/ops/attention/dsv4:
@@ -18,21 +18,25 @@
 #         (cake_*, fused_moe, experimental, attention...), the other data/csrc sources, CUTLASS and
 #         b12x. Its flashinfer/__init__.py stays but cannot run (it imports what was dropped): the
 #         adapter imports flashinfer.topk under a stand-in package, as it does for sglang.
-#       sglang 0.5.23 itself declares apache-tvm-ffi==0.1.11: that wheel is put in DIR/alt/ (not
-#       installed by DIR/*.whl) in case sglang's JIT build fails against 0.1.15.post2.
+#       apache-tvm-ffi 0.1.11, not the newest (0.1.15.post2): sglang 0.5.23 declares ==0.1.11 (its JIT
+#       kernels build against the installed tvm-ffi headers), so does sgl-deep-gemm 0.1.5.post1 (its
+#       library links tvm-ffi), and flashinfer 0.7.4 takes >=0.1.11,<0.2. DIR/alt/ (not installed by
+#       DIR/*.whl) holds apache-tvm-ffi 0.1.15.post2, to try in its place, and sgl-deep-gemm 0.1.5.post1:
 #       sgl-deep-gemm >= 0.1.5.post3 is a TORCH_LIBRARY extension built against a newer torch than
 #       2.11: 0.2.5's _C.so needs c10::cuda::c10_cuda_check_implementation(int, char const*, char
 #       const*, unsigned, bool, c10::cuda::CUDAErrorLogCapture*), which torch 2.11 lacks (read with
-#       nm; the adapter reports the load failure as the backend's unavailable reason).
+#       nm; the adapter reports the load failure as the backend's unavailable reason), so the newest
+#       that loads there may be 0.1.5.post1.
 #   old (into .whl): sglang 0.5.15, apache-tvm-ffi 0.1.11, sgl-deep-gemm 0.1.5.post1, sgl-flash-mla
 #       1.0.0, flashinfer-python 0.6.4, nvtx: seen to load and run on an H200 with Python 3.12,
 #       torch 2.11 and CUDA 13.
-# Usage: ci/peer_wheels.sh [new|old] [DIR]
+# Usage: ci/peer_wheels.sh [new|old] [DIR]; a lone DIR (the form before there were two sets) gets the new set.
 set -euo pipefail
+if [ $# -eq 1 ] && [ "$1" != new ] && [ "$1" != old ]; then set -- new "$1"; fi
 set_name=${1:-new}
 case "$set_name" in
     new) dest=${2:-.whl-new}
-         pins=(sglang==0.5.23 apache-tvm-ffi==0.1.15.post2 sgl-deep-gemm==0.2.5 sgl-flash-mla==1.0.0
+         pins=(sglang==0.5.23 apache-tvm-ffi==0.1.11 sgl-deep-gemm==0.2.5 sgl-flash-mla==1.0.0
                flashinfer-python==0.7.4 nvtx msgspec) ;;
     old) dest=${2:-.whl}
          pins=(sglang==0.5.15 apache-tvm-ffi==0.1.11 sgl-deep-gemm==0.1.5.post1 sgl-flash-mla==1.0.0
@@ -64,7 +68,8 @@ else
     python3 "$here/slim_wheel.py" sglang "$full"/sglang-*.whl "$dest"
     python3 "$here/slim_wheel.py" flashinfer "$full"/flashinfer_python-*.whl "$dest"
     mkdir -p "$dest/alt"
-    download "$dest/alt" apache-tvm-ffi==0.1.11
+    download "$dest/alt" apache-tvm-ffi==0.1.15.post2
+    download "$dest/alt" sgl-deep-gemm==0.1.5.post1
 fi
 ls -l "$dest"
 du -sh "$dest"
