@@ -725,6 +725,8 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     // were before fast_threshold's second barrier) and mapped through the page table at the end,
     // k consecutive slots, coalesced: no division or table load among the keys' registers.
     int* const staging = hist;
+    unsigned int lo, hi;  // the threshold bin's keys: bin > threshold iff key > hi
+    coarse_bin_keys(bin, &lo, &hi);
     if (inside <= FAST_CANDIDATES) {
         // One block scan of packed per-thread counts (above: bits 0..15, inside: 16..31; a row has at
         // most 16384 keys, so no field carries) places the keys in thread order.
@@ -733,11 +735,8 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         for (int i = 0; i < VECS; ++i) {
             const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                if (e[j] == 0u) continue;
-                const unsigned int c = coarse_bin(e[j]);
-                mine += c > bin ? 1u : c == bin ? 0x10000u : 0u;
-            }
+            for (int j = 0; j < 4; ++j)  // key 0 (past seq_len) is never above, and never inside
+                mine += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= hi - lo) ? 0x10000u : 0u;
         }
         unsigned int inclusive = mine;
 #pragma unroll
@@ -758,11 +757,9 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
             const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-                if (e[j] == 0u) continue;
-                const unsigned int c = coarse_bin(e[j]);
                 const int column = 4 * (i * TOPK_THREADS + t) + j;
-                if (c > bin) staging[slot_above++] = column;
-                else if (c == bin) candidates[slot_inside++] = make_uint2(e[j], (unsigned int)column);
+                if (e[j] > hi) staging[slot_above++] = column;
+                else if (e[j] != 0u && e[j] - lo <= hi - lo) candidates[slot_inside++] = make_uint2(e[j], (unsigned int)column);
             }
         }
         __syncthreads();
@@ -782,8 +779,6 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     } else {
         // Heavy ties in the threshold bin: the exact radix of the v2 kernel over the bin's key range,
         // 12-bit digits of key - lo, until the bucket is taken whole or is one key value.
-        unsigned int lo, hi;
-        coarse_bin_keys(bin, &lo, &hi);
         while (inside != remaining && hi != lo) {  // every thread decides the same
             const int shift = max(0, 32 - __clz((int)(hi - lo)) - 12);  // (hi - lo) >> shift < 4096
             const unsigned int width = hi - lo;
