@@ -24,6 +24,7 @@ REGISTERED = {
     "deepgemm": "kernels_peers.deepgemm_logits",
     "flashmla": "kernels_peers.flashmla_sparse",
     "flashinfer": "kernels_peers.flashinfer_topk",
+    "flashinfer_deterministic": "kernels_peers.flashinfer_topk_deterministic",
 }
 
 

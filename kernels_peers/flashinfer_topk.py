@@ -16,8 +16,9 @@ asks.
 Backend options (DSV4_FLASHINFER_TOPK, FlashInfer >= 0.7; MODES): "auto" (FlashInfer's own dispatch:
 on Hopper CUB's DeviceBatchedTopK where it judges it faster, else its radix kernels),
 "deterministic" (its deterministic mode: the radix kernels with a reproducible selection and order;
-CUB is never taken), "cub" and "native" (FLASHINFER_TOPK_ALGO=cub / =default: force one family).
-The clusters kernel is SM100 only.
+CUB is never taken; also registered as the backend `flashinfer_deterministic`), "cub" and "native"
+(FLASHINFER_TOPK_ALGO=cub / =default, set around the call: force one family). The clusters kernel
+is SM100 only.
 
 Declined, FlashInfer 0.6 only: a call that takes its multi-CTA radix path (float32 rows: k > 2048,
 or L > 32768 with at most L / 16384 rows) while some row is longer than k but shorter than L. There
@@ -46,6 +47,7 @@ from kernels_peers._common import declining, stand_in, token_page_table, unavail
 FILTERED_MAX_K = 2048
 MODES = {"auto": None, "deterministic": None, "cub": "cub", "native": "default"}  # -> FLASHINFER_TOPK_ALGO
 MODE = os.environ.get("DSV4_FLASHINFER_TOPK", "auto")
+ALGO_VARIABLE = "FLASHINFER_TOPK_ALGO"
 FIXED_CHUNKS = (0, 7)  # the first release whose multi-CTA kernel clamps a chunk past the row's length
 
 compress, indexer_logits, sparse_attention, sparse_attention_fp8 = declining(
@@ -69,11 +71,24 @@ def _load():
     `__init__` is not run)."""
     if "flashinfer" not in sys.modules:
         stand_in("flashinfer", path=importlib.util.find_spec("flashinfer").submodule_search_locations[0])
-    if MODE not in MODES:
-        raise contract.Unsupported(f"DSV4_FLASHINFER_TOPK={MODE!r}: expected one of {', '.join(MODES)}")
-    if MODES[MODE] is not None:  # FlashInfer reads its backend switch from the environment at each call
-        os.environ["FLASHINFER_TOPK_ALGO"] = MODES[MODE]
     return importlib.import_module("flashinfer.topk")
+
+
+def _call(topk, algo, *args, **kwargs):
+    """topk.top_k_page_table_transform with FLASHINFER_TOPK_ALGO = `algo` for this call only (FlashInfer
+    reads its backend switch from the environment at each call; another backend in the process may
+    want another)."""
+    if algo is None:
+        return topk.top_k_page_table_transform(*args, **kwargs)
+    previous = os.environ.get(ALGO_VARIABLE)
+    os.environ[ALGO_VARIABLE] = algo
+    try:
+        return topk.top_k_page_table_transform(*args, **kwargs)
+    finally:
+        if previous is None:
+            del os.environ[ALGO_VARIABLE]
+        else:
+            os.environ[ALGO_VARIABLE] = previous
 
 
 def _parameters(fn):
@@ -110,19 +125,23 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
                            parameters=parameters, lens=seq_lens.tolist() if old_chunks else None)
 
 
-def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None, mode=None):
+    """`mode`: one of MODES (default: DSV4_FLASHINFER_TOPK, else "auto")."""
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    mode = mode or MODE
+    if mode not in MODES:
+        raise contract.Unsupported(f"DSV4_FLASHINFER_TOPK={mode!r}: expected one of {', '.join(MODES)}")
     if plan is None:
         plan = topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size, validate=False)
     else:
         plans.check_plan(plan, "topk_indices", logits.device, {"k": k, "page_size": page_size},
                          {"seq_lens": seq_lens, "page_table": page_table}, validate)
     options = dict(plan["pages"])
-    if MODE != "auto":
+    if mode != "auto":
         if "deterministic" not in plan["parameters"]:
-            raise contract.Unsupported(f"DSV4_FLASHINFER_TOPK={MODE}: this FlashInfer (before 0.7) has one top-k "
-                                       "dispatch, no deterministic mode and no backend switch")
-        options["deterministic"] = MODE == "deterministic"
+            raise contract.Unsupported(f"top-k mode {mode}: this FlashInfer (before 0.7) has one top-k dispatch, no "
+                                       "deterministic mode and no backend switch")
+        options["deterministic"] = mode == "deterministic"
     if plan["lens"] is not None and _multi_cta(layout.batch, layout.columns, k) and any(
             k < n < layout.columns for n in plan["lens"]):
         raise contract.Unsupported("a row longer than k but shorter than the logits on FlashInfer's multi-CTA "
@@ -131,4 +150,4 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     # as wide as the block table covers serves logits of any width (its source checks that it is
     # contiguous, not its width)
     topk = sys.modules.get("flashinfer.topk") or _load()
-    return topk.top_k_page_table_transform(logits, plan["table"], seq_lens, k, **options)
+    return _call(topk, MODES[mode], logits, plan["table"], seq_lens, k, **options)

@@ -21,7 +21,8 @@ from harness import backends
 from harness import cases as C
 from harness import check as K
 from harness import contract
-from kernels_peers import _common, deepgemm_logits, flashinfer_topk, flashmla_sparse, sglang_dsv4
+from kernels_peers import (_common, deepgemm_logits, flashinfer_topk, flashinfer_topk_deterministic, flashmla_sparse,
+                           sglang_dsv4)
 
 
 def _run(module, op, monkeypatch, fake_name, fake):
@@ -239,17 +240,33 @@ def test_flashinfer_modes(monkeypatch):
     monkeypatch.setattr(flashinfer_topk, "MODE", "deterministic")
     flashinfer_topk.topk_indices(logits, seq, table, k=64)
     assert calls[-1] == {"page_size": 64, "deterministic": True}
-    monkeypatch.setenv("FLASHINFER_TOPK_ALGO", "unset")
-    monkeypatch.setattr(flashinfer_topk, "MODE", "native")
+    monkeypatch.setattr(flashinfer_topk, "MODE", "auto")  # the registered variant passes its mode
+    flashinfer_topk_deterministic.topk_indices(logits, seq, table, k=64)
+    assert calls[-1] == {"page_size": 64, "deterministic": True}
+    seen = []
+    topk = sys.modules["flashinfer.topk"]
+    fake = topk.top_k_page_table_transform
+
+    def record_algo(input, src_page_table, lengths, k, row_to_batch=None, deterministic=False, *, page_size=1):
+        seen.append(os.environ.get("FLASHINFER_TOPK_ALGO"))
+        return fake(input, src_page_table, lengths, k, deterministic=deterministic, page_size=page_size)
+    monkeypatch.setattr(topk, "top_k_page_table_transform", record_algo)
+    monkeypatch.setenv("FLASHINFER_TOPK_ALGO", "theirs")
+    flashinfer_topk.topk_indices(logits, seq, table, k=64, mode="native")
+    flashinfer_topk.topk_indices(logits, seq, table, k=64, mode="cub")
     flashinfer_topk.topk_indices(logits, seq, table, k=64)
-    assert os.environ["FLASHINFER_TOPK_ALGO"] == "default" and calls[-1]["deterministic"] is False
+    assert seen == ["default", "cub", "theirs"] and os.environ["FLASHINFER_TOPK_ALGO"] == "theirs"  # set per call
+    monkeypatch.delenv("FLASHINFER_TOPK_ALGO")
+    flashinfer_topk.topk_indices(logits, seq, table, k=64, mode="cub")
+    assert seen[-1] == "cub" and "FLASHINFER_TOPK_ALGO" not in os.environ
+    monkeypatch.setattr(topk, "top_k_page_table_transform", fake)
     monkeypatch.setattr(flashinfer_topk, "MODE", "fastest")
     with pytest.raises(contract.Unsupported, match="DSV4_FLASHINFER_TOPK='fastest'"):
         flashinfer_topk.topk_indices(logits, seq, table, k=64)
     _use_flashinfer(monkeypatch, _fake_flashinfer_06(), (0, 6))  # 0.6 has neither mode nor switch
-    monkeypatch.setattr(flashinfer_topk, "MODE", "deterministic")
+    monkeypatch.setattr(flashinfer_topk, "MODE", "auto")
     with pytest.raises(contract.Unsupported, match="no deterministic mode"):
-        flashinfer_topk.topk_indices(logits, seq, table, k=64)
+        flashinfer_topk_deterministic.topk_indices(logits, seq, table, k=64)
 
 
 def test_flashinfer_declines_partial_rows_on_its_multi_cta_path_before_07(monkeypatch):
