@@ -518,7 +518,8 @@ __global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float
 //   accumulator of columns 16k..16k+15 is the A fragment of k-step k), B = the same gathered rows
 //   read MN-major (the 256 dims are N and contiguous, the rows are K): LBO = the 8 KB between
 //   64-dim chunks, SBO = the 1 KB between groups of 8 rows.
-// Two stages: tile i + 1 is copied while tile i is multiplied. heads must be a multiple of 64.
+// Two stages: tile i + 1 is copied while tile i is multiplied. Heads past H (H not a multiple of
+// 64, FP8 loader only) get zero Q rows and are not written.
 // SPLIT as in the h64 kernel (dsv4_sparse_attention_combine merges the splits).
 
 #define WG_TILE 64
@@ -620,9 +621,12 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
 //   valid(buf); one commit group a call, empty past the split's end (uniform wait counts);
 // - land(buf): called after the top barrier, once every thread's copies of the tile have landed;
 //   returns the shared address of the tile in the swizzled bf16 layout above;
-// - s_part(buf): where the two warpgroups exchange their partial S of that tile.
+// - s_part(buf): where the two warpgroups exchange their partial S of that tile;
+// - ANY_HEADS: whether H may be other than a multiple of 64 (then Q rows past H are zeros and
+//   their outputs are not written).
 #if WG_AVAILABLE
 struct WgBf16Rows {  // bf16 rows of 1 KB, copied straight into a swizzled tile of two stages
+    static constexpr bool ANY_HEADS = false;  // launched for whole 64-head blocks only (h64 serves the rest)
     static constexpr int SHARED_BYTES = WG_STAGES * WG_MAT_BYTES + 2 * 4 * 32 * 32 * 4 + WG_STAGES * WG_TILE * 4;
     const unsigned char* kv;
     const int* idx_row;
@@ -701,6 +705,7 @@ __device__ __forceinline__ unsigned int e4m3x2_scaled_bf16x2(unsigned int two, f
 }
 
 struct WgFp8Rows {
+    static constexpr bool ANY_HEADS = true;  // the only FP8 kernel: any H
     static constexpr int SHARED_BYTES = WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES + WG_STAGES * WG_TILE * 4;
     const unsigned char* cache;
     long long page_stride;  // bytes; page offsets are 64-bit
@@ -795,15 +800,22 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
     const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
+    // heads past H (only where the loader allows any H): computed, not written
+    const bool row_lo = !Rows::ANY_HEADS || h0 + g < heads, row_hi = !Rows::ANY_HEADS || h0 + g + 8 < heads;
     const float scale2 = sm_scale * LOG2E;
 
-    // Q into shared memory; joins the first tile's commit group
+    // Q into shared memory (heads past H: zeros); joins the first tile's commit group
     {
         const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // 64 pieces of 16 bytes a line
         const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
 #pragma unroll 4
-        for (int r = line_first; r < 64; r += 4)
-            cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+        for (int r = line_first; r < 64; r += 4) {
+            if (!Rows::ANY_HEADS || blockIdx.y * 64 + r < heads) {
+                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+            } else {
+                *reinterpret_cast<uint4*>(q_s + swizzled_offset(64, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
     }
 
     float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
@@ -932,31 +944,31 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
         float* p_hi = p_lo + 8 * DIM;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
-            *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
-            *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+            if (row_lo) *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+            if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
         }
         if (half == 0 && t == 0) {
-            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
         }
         return;
     }
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
     unsigned short* out_hi = out_lo + 8 * DIM;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
-        *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
-        *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+        if (row_lo) *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+        if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
     }
     if (half == 0 && t == 0) {
-        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
 }
 #endif

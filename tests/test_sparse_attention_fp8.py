@@ -260,7 +260,7 @@ def test_roofline_counts_584_bytes_per_distinct_slot():
     assert work.flops == 4 * 16 * 512 * 7  # 7 valid picks, duplicates counted
 
 
-@pytest.mark.parametrize("module", ["kernels_cuda", "kernels_peers.flashmla_sparse", "kernels_peers.sglang_dsv4",
+@pytest.mark.parametrize("module", ["kernels_peers.flashmla_sparse", "kernels_peers.sglang_dsv4",
                                     "kernels_peers.deepgemm_logits", "kernels_peers.flashinfer_topk"])
 def test_backends_without_the_kernel_validate_then_decline(module):
     import importlib
@@ -271,3 +271,14 @@ def test_backends_without_the_kernel_validate_then_decline(module):
     args, kwargs = _bad(lambda a, k: k.__setitem__("page_size", 3))
     with pytest.raises(C.InputError):
         op(*args, **kwargs)
+
+
+def test_cuda_validates_then_declines_off_hopper_with_the_reason():
+    import kernels_cuda
+    x = small_case(page_size=2)
+    with pytest.raises(C.Unsupported, match="CUDA devices only"):
+        x.call(kernels_cuda.sparse_attention_fp8)
+    args, kwargs = _bad(lambda a, k: a.__setitem__(1, a[1][:, :1168]))  # not contiguous: checked first
+    with pytest.raises(C.InputError) as err:
+        kernels_cuda.sparse_attention_fp8(*args, **kwargs)
+    assert err.value.argument == "kv_cache"
