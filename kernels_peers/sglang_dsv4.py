@@ -35,8 +35,8 @@ engine does once per model). A call whose extends are all 1 takes the decode ker
 per request; the rows of requests that emitted are gathered), any other the prefill kernel (compact
 output, the SPEC's order). SGLang's plan (CompressorDecodePlan / CompressorPrefillPlan) is the
 adapter's `compress_plan` (SPEC 7), made once per step; a call without a plan makes one. Every extend
-must be >= 1 and a call takes at most 65535 new tokens (65536 online): the plans index tokens with
-16 bits.
+must be >= 1 and a call takes at most 65535 new tokens with 0.5.15 (MAX_TOKENS; 65536 online) and
+65536 with 0.5.2x: the plans index tokens with 16 bits (0.5.2x's c_plan.cuh counts from 0).
 
 topk_indices: the v2 kernel (topk_v2.cuh: `topk_transform_paged_v2`, 0.5.15's `topk_transform_512_v2`;
 k <= 2048; its routing plan `plan_topk_v2` is the adapter's `topk_indices_plan`), or with
@@ -62,7 +62,9 @@ from kernels_peers._common import ConversionCache, declining, stand_in, token_pa
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
 HEAD_DIMS = (128, 512)
 ONLINE_HEAD_DIM = 512
-MAX_TOKENS = 65535  # the plans index tokens with 16 bits
+# new tokens a ring or paged plan takes (c_plan.cuh's kMaxTokens, a 16-bit index); the online plan takes 65536
+MAX_TOKENS = {"jit_kernel": 65535, "kernels": 65536}
+ONLINE_MAX_TOKENS = 65536
 _cache = ConversionCache()
 _root = None
 
@@ -180,7 +182,7 @@ def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, pag
     # the identity full_to_state must cover every page the table names (no per-layer pool size here)
     pages = int(page_table.max()) + 1 if page_table is not None and page_table.numel() else 1
     engine_plan, emitted = plan_for(_load("compress"), mode, meta.ratio, prefix_lens, extend_lens, state_rows,
-                                    page_table, max(pages, 1))
+                                    page_table, max(pages, 1), max_tokens=MAX_TOKENS[layout()])
     return plans.make_plan("compress", prefix_lens.device, {"ratio": meta.ratio, "mode": mode},
                            {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
                             "page_table": page_table}, engine=engine_plan, emitted=emitted)
@@ -253,13 +255,14 @@ def paged_slots(page_table, prefix, extend, ratio=4):
     return token_page_table(page_table, ratio, max(p + e for p, e in zip(prefix, extend)))
 
 
-def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_table, state_len):
+def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_table, state_len,
+             max_tokens=MAX_TOKENS["jit_kernel"]):
     """(SGLang plan, rows of the decode output to keep or None) for these lengths; declines what
-    SGLang's plans cannot express."""
+    SGLang's plans cannot express (`max_tokens`: new tokens a ring or paged plan takes)."""
     prefix, extend = prefix_lens.tolist(), extend_lens.tolist()
     if any(e == 0 for e in extend):
         raise contract.Unsupported("an extend of 0 tokens: SGLang's plans need at least one new token per request")
-    limit = MAX_TOKENS + (mode == "online")  # the online plan bounds the last token's index, not the count
+    limit = ONLINE_MAX_TOKENS if mode == "online" else max_tokens
     if sum(extend) > limit:
         raise contract.Unsupported(f"{sum(extend)} new tokens: SGLang's plans take at most {limit} per call")
     device = prefix_lens.device

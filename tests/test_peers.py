@@ -335,6 +335,13 @@ def test_sglang_ring_plans():
         sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0, 4), _i32(3, 0), _i32(0, 1), None, 2)
     with pytest.raises(contract.Unsupported, match="65535"):
         sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(70000), _i32(0), None, 1)
+    with pytest.raises(contract.Unsupported, match="65535"):  # 0.5.15: a 16-bit count
+        sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(65536), _i32(0), None, 1)
+    new = sglang_dsv4.MAX_TOKENS["kernels"]  # 0.5.2x: a 16-bit index from 0
+    sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(65536), _i32(0), None, 1, max_tokens=new)
+    assert _PlanRecorder.calls[-1][1][-2] == 65536
+    with pytest.raises(contract.Unsupported, match="65536"):
+        sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(65537), _i32(0), None, 1, max_tokens=new)
 
 
 def test_sglang_online_plans_use_the_state_rows_as_slots():
