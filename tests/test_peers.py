@@ -473,3 +473,83 @@ def test_slim_profiles_keep_what_the_adapters_load():
         assert kept("flashinfer", name), name
     assert not kept("flashinfer", "flashinfer/data/csrc/fmha_v2/fmha.cu")
     assert not kept("flashinfer", "flashinfer/cake_sampling.py") and not kept("flashinfer", "flashinfer/data/cutlass/x.h")
+
+
+# --- loading: the stand-ins answer every import the launchers make, and no package __init__ runs
+
+
+def _tree(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+_RAISES = "raise ImportError('this __init__ pulls in the serving stack')\n"
+
+
+@pytest.fixture
+def fresh_modules(monkeypatch):
+    """Drop the packages a test builds from sys.modules afterwards (and any before)."""
+    def drop():
+        for name in [m for m in sys.modules if m.split(".")[0] in ("sglang", "flashinfer")]:
+            del sys.modules[name]
+    drop()
+    yield
+    drop()
+
+
+def test_sglang_kernels_layout_loads_through_its_stand_ins(tmp_path, monkeypatch, fresh_modules):
+    dsv4 = "sglang/kernels/ops/attention/dsv4"
+    _tree(tmp_path, {
+        "sglang/__init__.py": _RAISES, "sglang/kernels/__init__.py": _RAISES, "sglang/kernels/ops/__init__.py": _RAISES,
+        "sglang/kernels/ops/attention/__init__.py": _RAISES, f"{dsv4}/__init__.py": _RAISES,
+        "sglang/srt/__init__.py": _RAISES, "sglang/srt/utils/__init__.py": _RAISES,
+        "sglang/srt/environ.py": "envs = 'real environ'\n",
+        "sglang/kernels/jit/__init__.py": "",
+        "sglang/kernels/jit/utils.py": "from sglang.srt.utils.common import is_cuda, get_cuda_version\n"
+                                       "from sglang.srt.environ import envs\n",
+        f"{dsv4}/compress.py": "from sglang.kernels.jit.utils import envs\n"
+                               "from sglang.srt.layers.attention.dsa.utils import (INDEXER_K_CACHE_PRESHUFFLE_TILE,\n"
+                               "    aiter_can_use_preshuffle_paged_mqa)\n"
+                               "from sglang.srt.utils import is_gfx95_supported, is_hip, is_xpu\n"
+                               "from .utils import make_name\n"
+                               "assert not is_hip() and not is_xpu() and not aiter_can_use_preshuffle_paged_mqa()\n"
+                               "compress_forward = (envs, INDEXER_K_CACHE_PRESHUFFLE_TILE)\n",
+        f"{dsv4}/utils.py": "make_name = str\n",
+        f"{dsv4}/topk.py": "from sglang.srt.utils import is_xpu\n"
+                           "topk_transform_paged, topk_transform_paged_v2, plan_topk_v2 = 'v1', 'v2', 'plan'\n",
+    })
+    monkeypatch.setattr(sglang_dsv4, "_root", tmp_path / "sglang")
+    assert sglang_dsv4.layout() == "kernels"
+    assert sglang_dsv4._load("compress").compress_forward == ("real environ", 16)
+    topk = sglang_dsv4._load("topk")
+    assert (sglang_dsv4._topk_kernel(topk, "v1"), sglang_dsv4._topk_kernel(topk, "v2")) == ("v1", "v2")
+    assert importlib.util.find_spec("sglang").submodule_search_locations == [str(tmp_path / "sglang")]
+
+
+def test_sglang_jit_kernel_layout_loads_through_its_stand_ins(tmp_path, monkeypatch, fresh_modules):
+    _tree(tmp_path, {
+        "sglang/__init__.py": _RAISES, "sglang/jit_kernel/__init__.py": "",
+        "sglang/jit_kernel/utils.py": "from sglang.utils import is_in_ci\nassert not is_in_ci()\n",
+        "sglang/jit_kernel/dsv4/__init__.py": _RAISES,
+        "sglang/jit_kernel/dsv4/topk.py": "from sglang.jit_kernel.utils import is_in_ci\n"
+                                          "topk_transform_512, topk_transform_512_v2 = 'v1', 'v2'\n",
+    })
+    monkeypatch.setattr(sglang_dsv4, "_root", tmp_path / "sglang")
+    assert sglang_dsv4.layout() == "jit_kernel"
+    topk = sglang_dsv4._load("topk")
+    assert (sglang_dsv4._topk_kernel(topk, "v1"), sglang_dsv4._topk_kernel(topk, "v2")) == ("v1", "v2")
+    with pytest.raises(contract.Unsupported, match="neither"):
+        sglang_dsv4.layout(tmp_path)
+
+
+def test_flashinfer_topk_loads_without_its_package_init(tmp_path, monkeypatch, fresh_modules):
+    _tree(tmp_path, {"flashinfer/__init__.py": _RAISES, "flashinfer/utils.py": "x = 1\n",
+                     "flashinfer/topk.py": "from .utils import x\n"
+                                           "def top_k_page_table_transform(input, src_page_table, lengths, k, *,"
+                                           " page_size=1):\n    return x\n"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    topk = flashinfer_topk._load()
+    assert topk.top_k_page_table_transform(None, None, None, 1) == 1
+    assert "page_size" in flashinfer_topk._parameters(topk.top_k_page_table_transform)
