@@ -852,3 +852,324 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     __syncthreads();
     for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = mapped(table_row, staging[i], page_size);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Default for tensors wider than 16384 columns: `dsv4_topk_indices_wide<CLUSTER>`, the layout of
+// the cluster kernel above (a row in CLUSTER contiguous chunks, each copied once to shared memory
+// by cp.async as keys, padded with key 0) with the fast kernel's selection: one 4096-bin coarse
+// histogram summed over the cluster (distributed shared memory), one threshold search, one walk
+// that counts keys above the threshold bin and inside it, one that places them: above keys staged
+// in this CTA's run of slots (after the runs of the CTAs before it) and mapped through the page
+// table in one coalesced pass; the threshold-bin keys (<= FAST_CANDIDATES in the row) into rank
+// 0's candidate buffer by distributed shared-memory stores, where rank 0 ranks them by (key desc,
+// column asc). Heavier ties: the exact radix over the bin's key range, cluster-wide, then a
+// column-order walk (threads own groups t + 1024 s; one block scan a step s). Three cluster
+// barriers a row on the common path (the cluster kernel above has five or six and two more digit
+// passes over the chunk).
+
+// four floats copied to shared memory -> their keys, in place, counted by coarse bin
+__device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
+    uint4 v = *p;
+    v.x = sortable_key(__uint_as_float(v.x));
+    v.y = sortable_key(__uint_as_float(v.y));
+    v.z = sortable_key(__uint_as_float(v.z));
+    v.w = sortable_key(__uint_as_float(v.w));
+    *p = v;
+    atomicAdd(&hist[coarse_bin(v.x)], 1);
+    atomicAdd(&hist[coarse_bin(v.y)], 1);
+    atomicAdd(&hist[coarse_bin(v.z)], 1);
+    atomicAdd(&hist[coarse_bin(v.w)], 1);
+}
+
+// Store 8 bytes at the same shared-memory offset in CTA `rank` of this cluster.
+__device__ __forceinline__ void store_peer2(uint2* local, unsigned int rank, uint2 value) {
+    const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+    asm volatile("st.shared::cluster.v2.u32 [%0], {%1, %2};" ::"r"(remote), "r"(value.x), "r"(value.y) : "memory");
+}
+
+// Barrier over the CTA (CLUSTER 1) or the whole cluster, ordering shared-memory writes before it
+// with (distributed) shared-memory reads after it.
+template <int CLUSTER>
+__device__ __forceinline__ void wide_barrier() {
+    if (CLUSTER > 1) {
+        cluster_arrive();
+        cluster_wait();
+    } else {
+        __syncthreads();
+    }
+}
+
+// This CTA's counts summed with its peers' into `sum` (4 bins a thread; `sum` may be `local`
+// for CLUSTER 1). Call after a wide_barrier that follows the counting.
+template <int CLUSTER>
+__device__ __forceinline__ void wide_sum(const int* local, int* sum) {
+    const int t = threadIdx.x;
+    if (CLUSTER > 1) {
+        int4 total = make_int4(0, 0, 0, 0);
+#pragma unroll 2
+        for (int r = 0; r < CLUSTER; ++r) {
+            const int4 part = load_peer4(&local[4 * t], r);
+            total.x += part.x;
+            total.y += part.y;
+            total.z += part.z;
+            total.w += part.w;
+        }
+        reinterpret_cast<int4*>(sum)[t] = total;  // read back by this thread only (fast_threshold)
+    }
+}
+
+// Exclusive block scan of packed counts; *total gets the block's sum. Two barriers (the second
+// so `sums` can be written again right after).
+__device__ __forceinline__ unsigned int wide_scan(unsigned int mine, int* sums, unsigned int* total) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    unsigned int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) sums[warp] = (int)inclusive;
+    __syncthreads();
+    unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
+    unsigned int all = (unsigned int)sums[lane];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        before += __shfl_xor_sync(0xffffffffu, before, off);
+        all += __shfl_xor_sync(0xffffffffu, all, off);
+    }
+    __syncthreads();
+    *total = all;
+    return before + inclusive - mine;
+}
+
+template <int CLUSTER>
+__device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
+                                              const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                              long long table_stride, int* __restrict__ out, int k, int page_size,
+                                              int skip_up_to) {
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
+    __shared__ __align__(16) int hist[FAST_BINS];               // this CTA's counts (peers read them)
+    __shared__ __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];  // the cluster's sum
+    __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // rank 0's: the row's threshold-bin keys
+    __shared__ int warp_sums[TOPK_WARPS];
+    __shared__ int s_threshold[3];
+    __shared__ int cta_counts[2];  // keys above the bucket / inside it in this CTA (peers read them)
+
+    const int t = threadIdx.x;
+    const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
+    const int b = blockIdx.y;
+    const int n = seq_lens[b];
+    int* out_row = out + (long long)b * k;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= skip_up_to) return;  // dsv4_topk_indices_fast's row (same in every CTA of the cluster)
+    if (n <= k) {
+        if (rank == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        return;
+    }
+
+    // the chunk, as in topk_row: columns [begin, begin + m), key of column begin + c in word shift + c
+    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    const int begin = min(n, rank * chunk);
+    const int m = min(n, begin + chunk) - begin;
+    const float* src = logits + (long long)b * columns + begin;
+    const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
+    const int head = min(m, (4 - shift) & 3);
+    const int groups = (shift + m + 3) >> 2;
+    unsigned int* keys = chunk_keys + shift;
+    const uint4* groups4 = reinterpret_cast<const uint4*>(chunk_keys);
+    const int column0 = begin - shift;  // column of word 0
+
+    reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+    if (t < shift) chunk_keys[t] = 0u;
+    if (t < 4 * groups - shift - m) keys[m + t] = 0u;
+    __syncthreads();
+    {  // the only global read of the row, as in topk_row
+        const int vectors = (m - head) >> 2;
+        const int tail = head + 4 * vectors;
+        const int half = (vectors + 1) >> 1;
+        const float4* src4 = reinterpret_cast<const float4*>(src + head);
+        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
+        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        if (t < head) {
+            const unsigned int key = sortable_key(src[t]);
+            keys[t] = key;
+            atomicAdd(&hist[coarse_bin(key)], 1);
+        }
+        if (t < m - tail) {
+            const unsigned int key = sortable_key(src[tail + t]);
+            keys[tail + t] = key;
+            atomicAdd(&hist[coarse_bin(key)], 1);
+        }
+        cp_async_wait<1>();
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, hist);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, hist);
+    }
+    int* const counts = CLUSTER > 1 ? row_sum : hist;
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide_sum<CLUSTER>(hist, row_sum);
+    fast_threshold(counts, n, k, warp_sums, s_threshold);
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];
+    int inside = s_threshold[2];
+    int remaining = k - above_total;
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+    // This CTA's keys above the bucket are staged by their index in its run of slots (over the
+    // summed histogram, or hist for CLUSTER 1: both last read before fast_threshold's second
+    // barrier; peers read hist only before the cluster barrier that follows the counting walk).
+    int* const staging = counts;
+
+    if (inside > FAST_CANDIDATES) {
+        // Heavy ties: the exact radix over the bucket, cluster-wide (see the fast kernel).
+        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+            const int digit_shift = max(0, 32 - __clz((int)(hi - lo)) - 12);
+            const unsigned int width = hi - lo;
+            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+            reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+            for (int g = t; g < groups; g += TOPK_THREADS) {
+                const uint4 key = groups4[g];
+                if (key.x != 0u && key.x - lo <= width) atomicAdd(&hist[(key.x - lo) >> digit_shift], 1);
+                if (key.y != 0u && key.y - lo <= width) atomicAdd(&hist[(key.y - lo) >> digit_shift], 1);
+                if (key.z != 0u && key.z - lo <= width) atomicAdd(&hist[(key.z - lo) >> digit_shift], 1);
+                if (key.w != 0u && key.w - lo <= width) atomicAdd(&hist[(key.w - lo) >> digit_shift], 1);
+            }
+            wide_barrier<CLUSTER>();
+            wide_sum<CLUSTER>(hist, row_sum);
+            fast_threshold(counts, inside, remaining, warp_sums, s_threshold);
+            remaining -= s_threshold[1];
+            inside = s_threshold[2];
+            lo += (unsigned int)s_threshold[0] << digit_shift;  // <= hi
+            const unsigned int span = (1u << digit_shift) - 1u;
+            if (hi - lo > span) hi = lo + span;
+        }
+    }
+    const unsigned int width = hi - lo;
+    const bool ranked = inside <= FAST_CANDIDATES;  // else: the first `remaining` inside keys by column
+
+    // Counting walk: this CTA's keys above the bucket and inside it.
+    unsigned int mine = 0u;
+    for (int g = t; g < groups; g += TOPK_THREADS) {
+        const uint4 q = groups4[g];
+        mine += (q.x > hi) + (q.y > hi) + (q.z > hi) + (q.w > hi);
+        mine += ((q.x != 0u && q.x - lo <= width) + (q.y != 0u && q.y - lo <= width) +
+                 (q.z != 0u && q.z - lo <= width) + (q.w != 0u && q.w - lo <= width)) << 16;
+    }
+    unsigned int cta_total;
+    unsigned int before = wide_scan(mine, warp_sums, &cta_total);  // fields < 2^16: a chunk <= 40960 keys
+    if (t == 0) {
+        cta_counts[0] = (int)(cta_total & 0xffffu);
+        cta_counts[1] = (int)(cta_total >> 16);
+    }
+    int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
+    if (CLUSTER > 1) {
+        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+        cluster_wait();
+        for (int r = 0; r < rank; ++r) {
+            first_above += load_peer(&cta_counts[0], r);
+            first_inside += load_peer(&cta_counts[1], r);
+        }
+    } else {
+        __syncthreads();
+    }
+    const int cta_above = (int)(cta_total & 0xffffu);
+
+    if (ranked) {
+        // Placing walk in thread order: above keys to staging, inside keys to rank 0's buffer.
+        int slot_above = (int)(before & 0xffffu);
+        int slot_inside = first_inside + (int)(before >> 16);
+        for (int g = t; g < groups; g += TOPK_THREADS) {
+            const uint4 q = groups4[g];
+            const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int column = column0 + 4 * g + j;
+                if (e[j] > hi) {
+                    staging[slot_above++] = column;
+                } else if (e[j] != 0u && e[j] - lo <= width) {
+                    const uint2 c = make_uint2(e[j], (unsigned int)column);
+                    if (CLUSTER > 1) store_peer2(&candidates[slot_inside], 0, c);
+                    else candidates[slot_inside] = c;
+                    ++slot_inside;
+                }
+            }
+        }
+        __syncthreads();
+        for (int i = t; i < cta_above; i += TOPK_THREADS)
+            out_row[first_above + i] = mapped(table_row, staging[i], page_size);
+        wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (rank == 0) {
+            const int me = t / FAST_RANKERS, part = t % FAST_RANKERS;
+            const uint2 self = candidates[me < inside ? me : 0];
+            int rank_of = 0;
+            for (int j = part; j < inside; j += FAST_RANKERS) {
+                const uint2 other = candidates[j];
+                rank_of += other.x > self.x || (other.x == self.x && other.y < self.y);
+            }
+#pragma unroll
+            for (int off = FAST_RANKERS / 2; off > 0; off >>= 1) rank_of += __shfl_xor_sync(0xffffffffu, rank_of, off);
+            if (part == 0 && me < inside && rank_of < remaining)  // keys above hi fill [0, k - remaining)
+                out_row[k - remaining + rank_of] = mapped(table_row, (int)self.y, page_size);
+        }
+        return;
+    }
+
+    // Column-order placing walk (heavy ties): groups t + 1024 s, one block scan a step s (column
+    // order is step, thread, element order); the inside keys' index in the row is first_inside +
+    // the count before them, and the first `remaining` are taken.
+    if (CLUSTER > 1) cluster_arrive();  // done reading the peers' counts; waited for before exit
+    int above_base = 0, inside_base = first_inside;
+    for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
+        const int g = step * TOPK_THREADS + t;
+        const uint4 q = g < groups ? groups4[g] : make_uint4(0u, 0u, 0u, 0u);
+        const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+        unsigned int here = 0u;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) here += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= width) ? 0x10000u : 0u;
+        unsigned int step_total;
+        const unsigned int step_before = wide_scan(here, warp_sums, &step_total);
+        int slot_above = above_base + (int)(step_before & 0xffffu);
+        int index_inside = inside_base + (int)(step_before >> 16);
+        above_base += (int)(step_total & 0xffffu);
+        inside_base += (int)(step_total >> 16);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int column = column0 + 4 * g + j;
+            if (e[j] > hi) {
+                staging[slot_above++] = column;
+            } else if (e[j] != 0u && e[j] - lo <= width) {
+                if (index_inside < remaining)
+                    out_row[k - remaining + index_inside] = mapped(table_row, column, page_size);
+                ++index_inside;
+            }
+        }
+    }
+    __syncthreads();
+    for (int i = t; i < cta_above; i += TOPK_THREADS)
+        out_row[first_above + i] = mapped(table_row, staging[i], page_size);
+    if (CLUSTER > 1) cluster_wait();
+}
+
+__global__ void __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_wide1(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                            long long table_stride, int* out, int k, int page_size, int skip_up_to) {
+    topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
+}
+
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                           long long table_stride, int* out, int k, int page_size, int skip_up_to) {
+#if __CUDA_ARCH__ >= 900
+    topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
+#else
+    __trap();
+#endif
+}

@@ -1,9 +1,11 @@
 """CUDA `topk_indices` (topk_indices.cu), routed by the tensor's width: up to FAST_COLUMNS columns
 (16-byte aligned rows) one CTA a row with the row in registers (`dsv4_topk_indices_fast`); wider
 rows read once into shared memory by one CTA or by a thread-block cluster of 2, 4 or 8 CTAs, then
-selected there (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `cluster`
-sends every shape to the cluster kernel (the default before the fast kernel), `v2` to the older
-register kernel."""
+selected there with the fast kernel's coarse histogram and candidate ranking
+(`dsv4_topk_indices_wide`); in a wide batch the rows of seq_len <= FAST_COLUMNS still go to the
+fast kernel (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `cluster` sends
+every shape to the cluster kernel with its three-digit radix (the default before these two), `v2`
+to the older register kernel."""
 
 import functools
 import os
@@ -117,7 +119,10 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                     page_size), logits.device)
             return out
         cluster = cluster_size(layout.batch, layout.columns, *_device(device_index))
-        kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
+        if kernel_choice == "fast":  # the fast kernel's selection on the cluster kernel's chunks
+            kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
+        else:
+            kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         shared = 4 * (chunk_columns(layout.columns, cluster) + 4)  # keys + up to 3 words of alignment shift
         _opt_in(kernel, shared, logits.device)
         launch("topk_indices.cu", kernel, (cluster, layout.batch), (THREADS,),
