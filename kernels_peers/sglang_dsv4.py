@@ -21,7 +21,10 @@ compress, three SPEC modes onto SGLang's plans (decode and prefill kernels, C4 a
   of 4 positions per request, slot p % 8; C128: [S, 128, 2d]); `state_rows` are its request
   indices. SGLang writes only the rows a later emission reads (from the overlap block of the last
   emission on), where the SPEC keeps the last min(W, length) positions: the harness's state check
-  shows where that differs.
+  shows where that differs. With DSV4_SGLANG_RING_PLAN=swa (0.5.2x) the same ring comes from the
+  plan builders SGLang's engine runs (CompressorDecodePlan.generate / CompressorPrefillPlan.generate,
+  a ring per request: C4 with use_req_ring and ring_size 8, which 0.5.23 takes with a unified KV
+  pool; C128 with ring_size 128), instead of the legacy builders (generate_legacy, the default).
 - paged (C4 only): SGLang's SWA-paged plans with one position per slot: req_to_token holds the
   SPEC's slot of every position (page_table[b, p // 4] * 4 + p % 4), full_to_state is the
   identity, and swa_page_size = ring_size = 4 make the state slot that slot (and make the prefill
@@ -60,6 +63,7 @@ from harness import contract, plans
 from kernels_peers._common import ConversionCache, declining, stand_in, token_page_table, unavailable
 
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
+RING_PLAN = os.environ.get("DSV4_SGLANG_RING_PLAN", "legacy")  # or "swa": see the module's docstring
 HEAD_DIMS = (128, 512)
 ONLINE_HEAD_DIM = 512
 # new tokens a ring or paged plan takes (c_plan.cuh's kMaxTokens, a 16-bit index); the online plan takes 65536
@@ -181,8 +185,12 @@ def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, pag
                                    "(mode='ring') or online (mode='online'), not in pages")
     # the identity full_to_state must cover every page the table names (no per-layer pool size here)
     pages = int(page_table.max()) + 1 if page_table is not None and page_table.numel() else 1
+    kind = layout()
+    if mode == "ring" and RING_PLAN != "legacy" and (RING_PLAN != "swa" or kind != "kernels"):
+        raise contract.Unsupported(f"DSV4_SGLANG_RING_PLAN={RING_PLAN!r}: 'legacy', or 'swa' with sglang >= 0.5.2x "
+                                   "(its per-request ring plans)")
     engine_plan, emitted = plan_for(_load("compress"), mode, meta.ratio, prefix_lens, extend_lens, state_rows,
-                                    page_table, max(pages, 1), max_tokens=MAX_TOKENS[layout()])
+                                    page_table, max(pages, 1), max_tokens=MAX_TOKENS[kind], ring_plan=RING_PLAN)
     return plans.make_plan("compress", prefix_lens.device, {"ratio": meta.ratio, "mode": mode},
                            {"prefix_lens": prefix_lens, "extend_lens": extend_lens, "state_rows": state_rows,
                             "page_table": page_table}, engine=engine_plan, emitted=emitted)
@@ -256,9 +264,10 @@ def paged_slots(page_table, prefix, extend, ratio=4):
 
 
 def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_table, state_len,
-             max_tokens=MAX_TOKENS["jit_kernel"]):
+             max_tokens=MAX_TOKENS["jit_kernel"], ring_plan="legacy"):
     """(SGLang plan, rows of the decode output to keep or None) for these lengths; declines what
-    SGLang's plans cannot express (`max_tokens`: new tokens a ring or paged plan takes)."""
+    SGLang's plans cannot express (`max_tokens`: new tokens a ring or paged plan takes; `ring_plan`:
+    the ring's builders, "legacy" or "swa")."""
     prefix, extend = prefix_lens.tolist(), extend_lens.tolist()
     if any(e == 0 for e in extend):
         raise contract.Unsupported("an extend of 0 tokens: SGLang's plans need at least one new token per request")
@@ -270,6 +279,16 @@ def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_ta
     decode = all(e == 1 for e in extend)
     keep = torch.tensor(emitting_requests(prefix, ratio), dtype=torch.long, device=device) if decode else None
     Decode, Prefill = kernels.CompressorDecodePlan, kernels.CompressorPrefillPlan
+    if mode == "ring" and ring_plan == "swa":
+        # one ring of `window` positions a request (C4: two pages of 4, C128: one of 128); the plans
+        # then read neither req_to_token nor full_to_state, so a one-element stand-in serves for both
+        rid, window, req_ring = state_rows.long(), 8 if ratio == 4 else 128, ratio == 4
+        unused_r2t = torch.zeros((1, 1), dtype=torch.int32, device=device)
+        unused_f2s = torch.zeros(1, dtype=torch.long, device=device)
+        if decode:
+            return Decode.generate(ratio, rid, unused_r2t, unused_f2s, seq, window, window, req_ring), keep
+        return Prefill.generate(ratio, rid, seq.cpu(), extend_lens.long().cpu(), unused_r2t, unused_f2s, window, window,
+                                sum(extend), use_req_ring=req_ring), keep
     if mode == "ring":
         rid = state_rows.long()
         if decode:

@@ -308,8 +308,10 @@ class _PlanRecorder:
     """SGLang's plan classes, recording each generator's name and arguments."""
     calls = []
 
+    keywords = []
+
     def __getattr__(self, name):
-        return lambda *args: self.calls.append((name, args)) or name
+        return lambda *args, **kw: self.calls.append((name, args)) or self.keywords.append(kw) or name
 
 
 def _plan_kernels():
@@ -342,6 +344,18 @@ def test_sglang_ring_plans():
     assert _PlanRecorder.calls[-1][1][-2] == 65536
     with pytest.raises(contract.Unsupported, match="65536"):
         sglang_dsv4.plan_for(kernels, "ring", 4, _i32(0), _i32(65537), _i32(0), None, 1, max_tokens=new)
+
+
+def test_sglang_ring_through_the_engines_swa_plans():
+    kernels = _plan_kernels()
+    sglang_dsv4.plan_for(kernels, "ring", 4, _i32(3, 4), _i32(1, 1), _i32(2, 0), None, 3, ring_plan="swa")
+    name, (ratio, rid, r2t, f2s, seq, swa_page, ring, req_ring) = _PlanRecorder.calls[-1]
+    assert name == "generate" and (ratio, swa_page, ring, req_ring) == (4, 8, 8, True)  # two pages of 4 a request
+    assert rid.tolist() == [2, 0] and seq.tolist() == [4, 5] and r2t.numel() == f2s.numel() == 1
+    sglang_dsv4.plan_for(kernels, "ring", 128, _i32(0, 100), _i32(130, 5), _i32(0, 1), None, 2, ring_plan="swa")
+    name, (ratio, rid, seq, ext, r2t, f2s, swa_page, ring, tokens) = _PlanRecorder.calls[-1]
+    assert name == "generate" and (swa_page, ring, tokens) == (128, 128, 135) and seq.device.type == "cpu"
+    assert _PlanRecorder.keywords[-1] == {"use_req_ring": False}  # C128's plans keep a ring per request anyway
 
 
 def test_sglang_online_plans_use_the_state_rows_as_slots():
@@ -553,3 +567,11 @@ def test_flashinfer_topk_loads_without_its_package_init(tmp_path, monkeypatch, f
     topk = flashinfer_topk._load()
     assert topk.top_k_page_table_transform(None, None, None, 1) == 1
     assert "page_size" in flashinfer_topk._parameters(topk.top_k_page_table_transform)
+
+
+def test_sglang_swa_ring_plans_need_the_kernels_layout(tmp_path, monkeypatch, fresh_modules):
+    _tree(tmp_path, {"sglang/__init__.py": _RAISES, "sglang/jit_kernel/dsv4/__init__.py": _RAISES})
+    monkeypatch.setattr(sglang_dsv4, "_root", tmp_path / "sglang")
+    monkeypatch.setattr(sglang_dsv4, "RING_PLAN", "swa")
+    with pytest.raises(contract.Unsupported, match="'swa' with sglang >= 0.5.2x"):
+        sglang_dsv4.compress_plan(_i32(3, 4), _i32(1, 1), ratio=4, mode="ring", state_rows=_i32(0, 1))
