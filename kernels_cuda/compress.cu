@@ -96,9 +96,10 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
     const int E = 4 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
     if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it.
-        // The next kernel may start now: its own pdl_wait() holds it until this grid has finished.
-        pdl_launch_dependents();
+        // Dependents launch once every CTA has waited: triggered before the wait, the CTAs of every
+        // queued replay would pile up on the SMs, each spinning on the one before (measured slower)
         pdl_wait();
+        pdl_launch_dependents();
     }
     const bool pooling = pool && seg.o >= 0;
     if (!pooling && !store) return;
@@ -188,6 +189,47 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
 // reads its state in one segment and writes it in another, else in place). Splitting positions
 // across warps keeps few-segment calls (a 4K-token chunk: 32 blocks) from running 128 positions
 // one after another in a single thread.
+// Online mode, one new position (a decode step) for VEC channels: row = [kv | sc] of the position,
+// bias its ape row, st its running (m, s, v) or nullptr when the position opens the block, out the
+// entry when the position closes it, dst where the new running state goes (or nullptr). The same
+// operations in the same order as the general loop below (one unmasked term), so both give the same bits.
+template <int VEC>
+__device__ __forceinline__ void online_step(const float* row, const float* bias, const float* st, float* out,
+                                            float* dst, int d) {
+    Vec<VEC> y, x, b, m0, s0, v0;
+    y.load_nc(row);
+    x.load_nc(row + d);
+    b.load_nc(bias);
+    if (st) {
+        m0.load(st);
+        s0.load(st + d);
+        v0.load(st + 2 * d);
+    }
+    Vec<VEC> m, s, v;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        const float xk = x.v[k] + b.v[k];
+        if (st) {
+            const float m2 = fmaxf(m0.v[k], xk);
+            const float scale = expf(m0.v[k] - m2), w = expf(xk - m2);
+            const float ac = w * y.v[k];
+            s.v[k] = s0.v[k] * scale + w;
+            v.v[k] = (v0.v[k] * s0.v[k] * scale + ac) / s.v[k];
+            m.v[k] = m2;
+        } else {
+            m.v[k] = xk;
+            s.v[k] = 1.f;
+            v.v[k] = y.v[k];
+        }
+    }
+    if (out) v.store(out);
+    if (dst) {
+        m.store(dst);
+        s.store(dst + d);
+        v.store(dst + 2 * d);
+    }
+}
+
 constexpr int C128_MAX_GROUPS = 4, C128_THREADS = 128;
 
 template <int VEC, int MODE>
@@ -203,9 +245,10 @@ __global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
     const int E = 2 * d;
     const Segment seg = segment_of(segments, blockIdx.x);  // the plan: no earlier kernel writes it
     if (pdl) {  // launched to overlap the kernel before: kv_score and the state may come from it.
-        // The next kernel may start now: its own pdl_wait() holds it until this grid has finished.
-        pdl_launch_dependents();
+        // Dependents launch once every CTA has waited: triggered before the wait, the CTAs of every
+        // queued replay would pile up on the SMs, each spinning on the one before (measured slower)
         pdl_wait();
+        pdl_launch_dependents();
     }
     const int o = seg.o;
     const long long base = 128 * seg.g;
@@ -215,6 +258,16 @@ __global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
     const bool storing = store && MODE != MODE_ONLINE;
     if (!pooling && !storing) return;  // the same for every thread of the CTA
 
+    if (MODE == MODE_ONLINE && hi - lo == 1 && groups == 1) {  // decode: one new position, one update
+        if (!pooling || !active) return;  // (no barrier on this path)
+        online_step<VEC>(kv + (seg.start + lo - seg.prefix) * E + c, ape + (lo - base) * d + c,
+                         lo > base ? state + (long long)seg.state * 3 * d + c : nullptr,
+                         o >= 0 ? out + (long long)o * d + c : nullptr,
+                         !seg.last ? nullptr
+                         : (new_state ? new_state + (long long)seg.b * 3 * d : state + (long long)seg.state * 3 * d) + c,
+                         d);
+        return;
+    }
     float m[VEC], s[VEC], acc[VEC];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
@@ -338,8 +391,8 @@ __global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
 __global__ void dsv4_compress_online_commit(float* state, const float* __restrict__ new_state,
                                             const int* __restrict__ segments, int d) {
     const Segment seg = segment_of(segments, blockIdx.x);
-    pdl_launch_dependents();
     pdl_wait();  // after dsv4_compress_c128 (a no-op unless launched to overlap it)
+    pdl_launch_dependents();
     if (!seg.last) return;
     float* dst = state + (long long)seg.state * 3 * d;
     const float* src = new_state + (long long)seg.b * 3 * d;
