@@ -1,1 +1,1 @@
-"""Conformance and benchmark harness for the DeepSeek-V4 sparse-attention kernels (SPEC.md)."""
+"""Conformance and benchmark harness for the DeepSeek-V4 sparse-attention kernels (docs/contract.md)."""

@@ -1,4 +1,4 @@
-"""The backend registry: a name -> a module exporting the five SPEC ops, or the reason it cannot.
+"""The backend registry: a name -> a module exporting the five ops of docs/contract.md, or the reason it cannot.
 
 Registered names map to packages of this repo; any other name is taken as a dotted module path, so
 a user checks a kernel of their own with `--backend mypkg.my_kernels`. A backend module may define
@@ -19,7 +19,7 @@ REGISTERED = {
     "torch": "kernels_torch",
     "triton": "kernels_triton",
     "cuda": "kernels_cuda",
-    # peers: public packages' kernels behind the SPEC API (kernels_peers/__init__.py)
+    # peers: public packages' kernels behind the contract API (kernels_peers/__init__.py)
     "sglang": "kernels_peers.sglang_dsv4",
     "deepgemm": "kernels_peers.deepgemm_logits",
     "flashmla": "kernels_peers.flashmla_sparse",

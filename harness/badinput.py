@@ -1,4 +1,4 @@
-"""Bad inputs, as data: for every argument of every op, calls the SPEC says must raise ValueError
+"""Bad inputs, as data: for every argument of every op, calls the contract says must raise ValueError
 naming that argument, before anything is written. `harness check` runs them as the `bad-input`
 family of each op; tests/test_contract.py holds the reference to the stricter InputError.
 """
@@ -82,7 +82,7 @@ def sliced(*index):
 
 @dataclass(frozen=True)
 class PlanOf:
-    """Stands for a plan that the backend's own planner (SPEC 7) makes from the call's metadata with
+    """Stands for a plan that the backend's own planner (contract §7) makes from the call's metadata with
     `changes` applied; check_bad_input makes it (a backend without that planner skips the case)."""
     changes: tuple  # (argument, value maker) pairs
 
@@ -111,7 +111,7 @@ def wider_d(t, dev):  # every row twice as wide: 4*(2d) or 2*(2d), a valid width
 
 
 def aligned(rows, columns, dev):
-    """A zeroed uint8 [rows, columns] whose data pointer is 256-byte aligned (a SPEC 8 cache)."""
+    """A zeroed uint8 [rows, columns] whose data pointer is 256-byte aligned (a contract §8 cache)."""
     return I.aligned_bytes((rows, columns), dev).zero_()
 
 

@@ -71,7 +71,7 @@ class Record:
     floor_us: float | None = None  # the datasheet roofline floor
     pct_datasheet: float | None = None  # floor / time
     extra: dict = field(default_factory=dict)
-    plan_timing: Timing | None = None  # the backend's planner (SPEC 7), once per step; None: it has none
+    plan_timing: Timing | None = None  # the backend's planner (contract §7), once per step; None: it has none
 
 
 def time_call(fn, device, warmup=5, reps=30, *, min_reps=10, rel_sem=0.01, budget_s=2.0, flush=None,

@@ -279,7 +279,7 @@ def _attention_cases():
 # benchmark cases: production shapes (built only where they fit: the GPU)
 
 
-# sparse_attention_fp8 (SPEC 8): as sparse_attention (positions / random, heads, ratio, topk) plus
+# sparse_attention_fp8 (contract §8): as sparse_attention (positions / random, heads, ratio, topk) plus
 # page_size, optional page_stride (bytes; default the engines'), tile_log2 (the range of each 64-dim
 # tile's magnitude, log2), rope_scale, empty_rows, duplicates
 
@@ -411,7 +411,7 @@ BENCH = {
         _b("compress", "c4-paged-prefill-32k", 127, ratio=4, d=512, mode="paged", prefix=[0], steps=[[32768]]),
     ],
 }
-# the FP8 cache at the decode shapes (SPEC 8): CSA window + top-k over a C4-like pool of 64-token
+# the FP8 cache at the decode shapes (contract §8): CSA window + top-k over a C4-like pool of 64-token
 # pages, HCA window + 8192 entries over a C128-like pool of 2-token pages
 BENCH["v4-flash"] += [
     _b("sparse_attention_fp8", f"decode-b{len(p)}-h64-k640", 180 + i, positions=p, heads=64, ratio=4, topk=512,

@@ -1,4 +1,4 @@
-"""Conformance runs: each case on a backend and on the float64 reference, compared per SPEC 5.
+"""Conformance runs: each case on a backend and on the float64 reference, compared per contract §5.
 
 For every case: build the inputs (state and unused memory already poisoned), run the reference on a
 copy, poison the device's free memory so a fresh output the kernel forgets to write holds NaN bytes,
@@ -91,17 +91,17 @@ def uninitialized_is_nan(device):
 
 
 def outputs_outlived(first, kept, again):
-    """SPEC: outputs are fresh tensors, so they outlive the next call. `kept`: copies of the first
+    """contract: outputs are fresh tensors, so they outlive the next call. `kept`: copies of the first
     call's outputs taken before the rerun; `again`: the rerun's outputs. A message, or None."""
     for name, copy in kept.items():
         if not same_bits(first[name], copy):
             return (f"{name}: the first call's output changed when the op was called again (a reused output "
-                    f"buffer); SPEC: outputs are freshly allocated")
+                    f"buffer); contract: outputs are freshly allocated")
         out = again.get(name)
         if out is not None and out.numel() and first[name].numel() and \
                 out.untyped_storage().data_ptr() == first[name].untyped_storage().data_ptr():
             return (f"{name}: the second call returned the first call's output memory (a reused output buffer); "
-                    f"SPEC: outputs are freshly allocated")
+                    f"contract: outputs are freshly allocated")
     return None
 
 
@@ -117,7 +117,7 @@ def op_calls(case, x):
 
 
 def planner(module, op):
-    """The backend's planner for op (SPEC 7), or None."""
+    """The backend's planner for op (contract §7), or None."""
     return getattr(module, f"{op}_plan", None)
 
 
@@ -241,7 +241,7 @@ def check_bad_input(backend, case, device) -> CaseResult:
     before = state.clone() if state is not None else None
     try:
         getattr(backend.module, case.op)(*args, **kwargs)
-        result.status, result.message = "fail", f"accepted bad {bad.argument} ({bad.what}); SPEC: ValueError naming it"
+        result.status, result.message = "fail", f"accepted bad {bad.argument} ({bad.what}); contract: ValueError naming it"
     except ValueError as err:
         if not badinput.blames(case.op, str(err), bad.argument):
             result.status = "fail"
@@ -250,7 +250,7 @@ def check_bad_input(backend, case, device) -> CaseResult:
             result.status, result.message = "fail", f"bad {bad.argument} ({bad.what}): state written before the error"
     except Exception as err:
         result.status = "fail"
-        result.message = f"bad {bad.argument} ({bad.what}) raised {_describe(err)}; SPEC: ValueError naming it"
+        result.message = f"bad {bad.argument} ({bad.what}) raised {_describe(err)}; contract: ValueError naming it"
     result.seconds = time.perf_counter() - start
     return result
 
@@ -297,7 +297,7 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
     inputs_storage = {t.untyped_storage().data_ptr() for t in _tensors(mine) if t.numel()}
     for name, out in got.items():
         if name != "state" and out.numel() and out.untyped_storage().data_ptr() in inputs_storage:
-            report.fail(f"{name}: shares memory with an input tensor; SPEC: outputs are freshly allocated")
+            report.fail(f"{name}: shares memory with an input tensor; contract: outputs are freshly allocated")
     # inputs other than the compress state are read-only
     for i, (orig, after) in enumerate(zip(_tensors(x), _tensors(mine))):
         if not (case.op == "compress" and i == 2) and not same_bits(orig, after):
@@ -332,7 +332,7 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
 
 
 def check_plans(backend, case, device, x, got):
-    """SPEC 7: the planned call gives the bits of the unplanned one; on CUDA the planned call with
+    """contract §7: the planned call gives the bits of the unplanned one; on CUDA the planned call with
     validate=False is captured in a CUDA graph and a replay gives them too. (status, message)."""
     try:
         poison_free_memory(device)
@@ -341,14 +341,14 @@ def check_plans(backend, case, device, x, got):
         return "error", f"{backend.name} raised on the planned call: {_describe(err)}"
     differs = rerun_differs(case, got, planned)
     if differs:
-        return "fail", f"{differs}: the call with a plan gave other bits than the call without (SPEC 7: the same result)"
+        return "fail", f"{differs}: the call with a plan gave other bits than the call without (contract section 7: the same result)"
     if torch.device(device).type != "cuda" or not getattr(backend.module, "graph_capturable", True):
         return "pass", ""
     try:
         poison_free_memory(device)
         replayed = graph_run(backend.module, case, x.clone())
     except Exception as err:
-        return "fail", (f"the planned call (validate=False) could not be captured in a CUDA graph (SPEC 7: it may "
+        return "fail", (f"the planned call (validate=False) could not be captured in a CUDA graph (contract section 7: it may "
                         f"not synchronise): {_describe(err)}")
     differs = rerun_differs(case, got, replayed)
     if differs:

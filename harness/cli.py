@@ -449,7 +449,7 @@ def _agreement(loaded, results):
             n = sum(K.agree(ra.case, ra.outputs["inputs"], ra.outputs["got"], rb.outputs["got"]) for ra, rb in both)
             row.append(f"{n}/{len(both)}")
         rows.append(row)
-    print("\nagreement (cases with outputs where the two backends agree within the SPEC bounds)")
+    print("\nagreement (cases with outputs where the two backends agree within the contract bounds)")
     print(tabulate(rows, headers=[""] + [b.name for b in loaded], tablefmt="github"))
 
 
@@ -520,7 +520,7 @@ def bench_command(args):
     print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90 (n)", "plan us",
                                   "per step us (layers)", "MB", "GB/s", "% copy", "% roof", "TFLOP/s", "vs torch"],
                    tablefmt="github"))
-    print("plan us: the backend's planner (SPEC 7), once per forward step; per step = plan + layers x call, "
+    print("plan us: the backend's planner (contract section 7), once per forward step; per step = plan + layers x call, "
           "layers of the case's model (v4-flash 43, v4-pro 61)")
     for r in records:
         if r.verdict != "pass":

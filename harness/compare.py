@@ -1,4 +1,4 @@
-"""Comparators of SPEC 5: a backend's outputs (and state) against the float64 reference's.
+"""Comparators of contract §5: a backend's outputs (and state) against the float64 reference's.
 
 Each check, in order: shape and dtype; the positions of NaN, +inf and -inf identical; the
 elementwise bound of the op; relative L2 and cosine distance reported. Top-k is checked by the tie
@@ -13,9 +13,9 @@ import torch
 
 from harness import contract
 
-# SPEC 5: |got - ref| <= atol_scale * max-or-sum(1, |ref|)
+# contract §5: |got - ref| <= atol_scale * max-or-sum(1, |ref|)
 COMPRESS_BOUND = 5e-3  # * (1 + |ref|)
-INDEXER_REL_L2 = 3e-4  # per row, over the row's finite entries (SPEC 5, indexer bound revised)
+INDEXER_REL_L2 = 3e-4  # per row, over the row's finite entries (contract §5, indexer bound revised)
 RECALL_K = 512  # the indexer's top-k in V4-Flash: the recall metric selects this many per row
 ATTN_OUT_BOUND = 1e-2  # * max(1, |ref|)
 ATTN_LSE_BOUND = 1e-3  # absolute
@@ -119,14 +119,14 @@ def exact(got, ref, name):
 
 
 def compress(got, ref, *, mode="ring", kept=None, read_later=None):
-    """got/ref: dict with "out" and "state" (the state after the call). kept: the state the SPEC
+    """got/ref: dict with "out" and "state" (the state after the call). kept: the state the contract
     fixes after the call (compress_kept_slots; None compares all of it); the rest is free.
     read_later: the part of it a later call can read (compress_read_later): when the state differs
     only outside it, the message says so (an engine may skip writing state nothing reads)."""
     report = Report().merge("out", elementwise(got["out"], ref["out"], "out", atol=COMPRESS_BOUND))
     state = _compress_state(got["state"], ref["state"], mode, kept)
     if not state.ok and read_later is not None and _compress_state(got["state"], ref["state"], mode, read_later).ok:
-        state.message += ("; every difference lies in state the SPEC fixes but no later call reads "
+        state.message += ("; every difference lies in state the contract fixes but no later call reads "
                           "(an engine may leave it unwritten)")
     return report.merge("state", state)
 
@@ -144,7 +144,7 @@ def _compress_state(g, r, mode, mask):
 
 
 def compress_kept_slots(state_shape, mode, ratio, totals, state_rows=None, page_table=None):
-    """The state the SPEC fixes after a call that leaves request b at totals[b] positions. Ring:
+    """The state the contract fixes after a call that leaves request b at totals[b] positions. Ring:
     the last min(W, total) positions of each request's row; paged: each position < total whose
     block has a page; both as bool [S, W], with every row or page no request owns (untouched).
     Online: None (all of it). Other slots (positions not yet reached, or too old for the ring) are
@@ -225,7 +225,7 @@ def indexer_logits(got, ref):
 
 
 def topk_recall(got, ref, k=RECALL_K):
-    """SPEC 5's recall: of the entries the top-k of `ref` selects per row (among its finite entries;
+    """contract §5's recall: of the entries the top-k of `ref` selects per row (among its finite entries;
     all of them when a row has at most k), the share that the top-k of `got` selects too, over all rows.
     Ties in `ref` at the k-th value count as agreement whichever of them `got` picks."""
     kk = min(k, ref.shape[1])
@@ -320,11 +320,11 @@ def sparse_attention(got, ref):
     return report.merge("lse", lse)
 
 
-ATTN_FP8_COS_BOUND = 1e-5  # cosine distance of out per (row, head), SPEC 8
+ATTN_FP8_COS_BOUND = 1e-5  # cosine distance of out per (row, head), contract §8
 
 
 def sparse_attention_fp8(got, ref):
-    """SPEC 8: section 4's bounds, plus the cosine distance of each (row, head) output vector."""
+    """contract §8: section 4's bounds, plus the cosine distance of each (row, head) output vector."""
     report = sparse_attention(got, ref)
     if not report.ok:
         return report

@@ -1,4 +1,4 @@
-"""The kernel contract of SPEC.md: layout constants and the one validator per op.
+"""The kernel contract of docs/contract.md: layout constants and the one validator per op.
 
 Every backend calls ``check_<op>`` before it launches anything, so bad input gets the same
 ``InputError`` (a ``ValueError`` naming the argument) from every backend, and nothing is written
@@ -17,7 +17,7 @@ import torch
 
 OPS = ("compress", "indexer_logits", "topk_indices", "sparse_attention", "sparse_attention_fp8")
 
-# compress (SPEC 1)
+# compress (contract §1)
 RATIOS = (4, 128)
 MODES = ("ring", "paged", "online")
 RING_WIDTH = {4: 8, 128: 128}  # positions a ring row keeps
@@ -25,20 +25,20 @@ ROW_WIDTH_FACTOR = {4: 4, 128: 2}  # E = factor * d: [kv_ov|kv_cur|sc_ov|sc_cur]
 APE_SHAPE = {4: lambda d: (4, 2 * d), 128: lambda d: (128, d)}
 ONLINE_FIELDS = 3  # running max m, running sum s, running normalised mean v
 
-# indexer logits (SPEC 2)
+# indexer logits (contract §2)
 INDEXER_DIM = 128
 INDEXER_BLOCK = 64  # compressed entries per cache block
 INDEXER_KEY_BYTES = INDEXER_BLOCK * INDEXER_DIM  # e4m3 keys, entry-major, first
 INDEXER_BLOCK_BYTES = INDEXER_BLOCK * (INDEXER_DIM + 4)  # then 64 float32 scales
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 
-# top-k (SPEC 3)
+# top-k (contract §3)
 TOPK_SUPPORTED_K = (512, 1024, 2048)  # what kernels must support; the reference takes any k >= 1
 
-# sparse attention (SPEC 4)
+# sparse attention (contract §4)
 ATTN_DIM = 512
 
-# sparse attention over the FP8 cache (SPEC 8): per token 448 e4m3 dims then 64 bf16 RoPE dims
+# sparse attention over the FP8 cache (contract §8): per token 448 e4m3 dims then 64 bf16 RoPE dims
 # (576 bytes, at 576 * o in the page), and after the page's records 8 bytes per token at
 # 576 * page_size + 8 * o: 7 ue8m0 scales (one per 64 dims of the e4m3 part) and a byte no one reads
 FP8_KV_NOPE = 448  # dims stored as e4m3
@@ -198,7 +198,7 @@ class CompressMetadata:
 
 def check_compress_metadata(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, page_table=None,
                             validate=True, device=None) -> CompressMetadata:
-    """What compress's metadata arguments allow on their own (the planner's checks, SPEC 7): dtypes,
+    """What compress's metadata arguments allow on their own (the planner's checks, contract §7): dtypes,
     shapes, one device, and with validate the lengths, distinct state rows and the pages the call
     reads or writes. Checks against the per-layer tensors (rows of kv_score, sizes of the state) are
     check_compress's."""
@@ -365,7 +365,7 @@ def check_indexer_logits(q_fp8, weights, kv_cache, context_lens, block_table, *,
 
 
 def check_indexer_metadata(context_lens, block_table, *, max_context_len, validate=True):
-    """What the indexer's metadata allows on its own (its planner's checks, SPEC 7); the blocks
+    """What the indexer's metadata allows on its own (its planner's checks, contract §7); the blocks
     against the cache's size are check_indexer_logits'. Host context lengths when validated."""
     _lengths_and_table("context_lens", context_lens, "block_table", block_table)
     _int("max_context_len", max_context_len, minimum=0)
@@ -423,7 +423,7 @@ def check_topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, val
 
 
 def check_topk_metadata(seq_lens, page_table, *, k=512, page_size=64, validate=True):
-    """What top-k's metadata allows on its own (its planner's checks, SPEC 7); seq_lens against the
+    """What top-k's metadata allows on its own (its planner's checks, contract §7); seq_lens against the
     logits' width is check_topk_indices'. Host seq_lens when validated."""
     _lengths_and_table("seq_lens", seq_lens, "page_table", page_table)
     _int("k", k, minimum=1)

@@ -24,7 +24,7 @@ INT32_MIN = -2**31
 
 
 # ---------------------------------------------------------------------------------------------
-# model shapes (SPEC 6)
+# model shapes (contract §6)
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class OpInputs:
         """A deep copy of every tensor, so a state updated in place by one call leaves this intact."""
         def copy(x):
             if isinstance(x, torch.Tensor) and x.dtype == torch.uint8 and x.is_contiguous() \
-                    and x.data_ptr() % contract.FP8_KV_ALIGN == 0:  # a SPEC 8 cache stays aligned
+                    and x.data_ptr() % contract.FP8_KV_ALIGN == 0:  # a contract §8 cache stays aligned
                 return aligned_bytes(tuple(x.shape), x.device).copy_(x)
             return x.clone() if isinstance(x, torch.Tensor) else x
         return OpInputs(tuple(copy(a) for a in self.args), {k: copy(v) for k, v in self.kwargs.items()},
@@ -138,7 +138,7 @@ def stale_table_entries(table, used, gen, *, anything=True):
 
 
 # ---------------------------------------------------------------------------------------------
-# FP8 quantisers (SPEC 2)
+# FP8 quantisers (contract §2)
 
 
 def quantize_fp8_rows(x, eps=1e-10):
@@ -540,11 +540,11 @@ def to_device(inputs, device):
 
 
 # ---------------------------------------------------------------------------------------------
-# sparse attention over the FP8 cache (SPEC 8)
+# sparse attention over the FP8 cache (contract §8)
 
 
 def quantize_attention_rows(x):
-    """SPEC 8's quantiser: bf16 rows [N, 512] -> (e4m3 dims 0..447 [N, 448] float8_e4m3fn, scale
+    """contract §8's quantiser: bf16 rows [N, 512] -> (e4m3 dims 0..447 [N, 448] float8_e4m3fn, scale
     bytes [N, 7] uint8, RoPE dims 448..511 [N, 64] bfloat16). Per tile of 64 dims:
     a = max(amax|x|, 1e-4), e = ceil(log2(a / 448)), stored e4m3(RNE(clamp(x / 2**e, +-448))),
     scale byte 127 + e."""
@@ -562,7 +562,7 @@ def quantize_attention_rows(x):
 
 
 def dequantize_attention_rows(e4m3, scale_bytes, rope, dtype=torch.float64):
-    """SPEC 8's dequantised rows [N, 512]: e4m3 x 2**(byte - 127) per 64 dims, then the bf16 RoPE dims."""
+    """contract §8's dequantised rows [N, 512]: e4m3 x 2**(byte - 127) per 64 dims, then the bf16 RoPE dims."""
     scales = torch.exp2(scale_bytes.to(torch.float64) - contract.FP8_KV_SCALE_BIAS)
     nope = e4m3.to(torch.float64).reshape(-1, contract.FP8_KV_SCALES, contract.FP8_KV_TILE) * scales[..., None]
     return torch.cat([nope.reshape(-1, contract.FP8_KV_NOPE), rope.to(torch.float64)], dim=1).to(dtype)
@@ -580,7 +580,7 @@ def aligned_bytes(shape, device="cpu", align=contract.FP8_KV_ALIGN):
 
 
 def pack_attention_fp8_cache(rows, slots, num_pages, page_size, gen, *, page_stride=None):
-    """A SPEC 8 cache uint8 [num_pages, page_stride] (engines' stride by default) holding the
+    """A contract §8 cache uint8 [num_pages, page_stride] (engines' stride by default) holding the
     quantised bf16 `rows` [N, 512] at slot ids `slots` [N]. Every other byte is garbage (NaN codes,
     +-448, random bytes): unwritten slots, padding past 584 * page_size, and byte 7 of each written
     scale group, which holds 0xFF (a scale of 2**128, inf in fp32, were it read as one)."""
@@ -600,8 +600,8 @@ def pack_attention_fp8_cache(rows, slots, num_pages, page_size, gen, *, page_str
 
 
 def read_attention_fp8_cache(cache, slots, page_size):
-    """The records at slot ids `slots` [N] of a SPEC 8 cache: (e4m3 [N, 448], scale bytes [N, 7],
-    RoPE bf16 [N, 64]), read by byte offset as the SPEC states it (the harness's independent reader)."""
+    """The records at slot ids `slots` [N] of a contract §8 cache: (e4m3 [N, 448], scale bytes [N, 7],
+    RoPE bf16 [N, 64]), read by byte offset as the contract states it (the harness's independent reader)."""
     flat = cache.reshape(-1)
     stride = cache.shape[1]
     slots = slots.long().cpu()
@@ -616,7 +616,7 @@ def read_attention_fp8_cache(cache, slots, page_size):
 
 def attention_fp8_rows(n, gen, *, tile_log2=(-2.0, 2.0), rope_scale=1.0):
     """bf16 rows [n, 512] as RMS-normalised rows look: each 64-dim tile of the e4m3 part its own
-    magnitude 2**u, u uniform over tile_log2 (SPEC 8: 2^-2 .. 2^2), the RoPE part times rope_scale."""
+    magnitude 2**u, u uniform over tile_log2 (contract §8: 2^-2 .. 2^2), the RoPE part times rope_scale."""
     lo, hi = tile_log2
     tiles = torch.exp2(lo + (hi - lo) * torch.rand(n, contract.FP8_KV_SCALES, 1, generator=gen))
     nope = (randn(gen, n, contract.FP8_KV_SCALES, contract.FP8_KV_TILE) * tiles).reshape(n, contract.FP8_KV_NOPE)
@@ -646,7 +646,7 @@ def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128
                          device="cpu", sink=True, q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5,
                          indices=None, pool_rows=None, spare_pages=2, tile_log2=(-2.0, 2.0), rope_scale=1.0,
                          page_stride=None, sink_scale=1.0):
-    """q, a SPEC 8 cache and engine-like indices (as attention_inputs) for decode rows at
+    """q, a contract §8 cache and engine-like indices (as attention_inputs) for decode rows at
     `positions`, or your own `indices` over `pool_rows` logical rows. The logical rows live in
     slots scattered over num_pages = ceil(pool_rows / page_size) + spare_pages pages; the indices
     returned are slot ids. extra holds the bf16 rows (`rows`) and their slots (`slots`)."""

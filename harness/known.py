@@ -1,4 +1,4 @@
-"""The ledger of known disagreements with the SPEC: failures that were seen, understood and
+"""The ledger of known disagreements with the contract: failures that were seen, understood and
 recorded, each with its reason and where it was seen. A failing (backend, case) whose op and
 failure message match an entry is reported as "known" (the reason appended) instead of failing
 the run; any other failure still fails, so a new disagreement is never hidden. An entry's message
@@ -20,13 +20,13 @@ class Known:
     seen: str  # package version, device and date
 
 
-_TIES = ("with tied logits the selection changes between runs (each valid by the SPEC's tie rule, but not "
+_TIES = ("with tied logits the selection changes between runs (each valid by the contract's tie rule, but not "
          "bitwise repeatable): which tied index a CTA keeps depends on the order its atomics land")
 
 LEDGER = (
-    Known("sglang", "compress", r"every difference lies in state the SPEC fixes but no later call reads",
+    Known("sglang", "compress", r"every difference lies in state the contract fixes but no later call reads",
           "SGLang writes only the state a later call reads: its ring keeps rows from the overlap block of the "
-          "last emission on (the SPEC keeps the last min(W, length) positions), and its online kernel leaves a "
+          "last emission on (the contract keeps the last min(W, length) positions), and its online kernel leaves a "
           "row as it was once the row's block closes (the block's next position resets it). Outputs agree.",
           "sglang 0.5.15, H200, 2026-11-30"),
     Known("sglang", "topk_indices", r"a second run gave different bits \(nondeterminism\)", _TIES,

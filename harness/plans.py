@@ -1,4 +1,4 @@
-"""Plans (SPEC section 7): the per-step metadata work, done once and shared by every layer's call.
+"""Plans (contract §7): the per-step metadata work, done once and shared by every layer's call.
 
 A `Plan` records what it was made from (kind, device, scalars, a fingerprint of each metadata
 tensor: shape, dtype and a host copy of its values) and carries the backend's own data (device
@@ -90,7 +90,7 @@ def check_plan(plan, kind, device, scalars, metadata, validate=True):
 
 
 # ---------------------------------------------------------------------------------------------
-# sparse attention: a split-K count chosen by shape (SPEC 7: no planner; the ops choose by shape)
+# sparse attention: a split-K count chosen by shape (contract §7: no planner; the ops choose by shape)
 
 MAX_SPLITS = 64
 PART_COST_ROWS = 128  # a CTA's fp32 partial [64, 512] written and read back, in 1 KB gathered rows
@@ -177,7 +177,7 @@ def _compress_metadata(prefix_lens, extend_lens, state_rows, page_table):
 
 def compress_plan(prefix_lens, extend_lens, *, ratio, mode, state_rows=None, page_table=None, validate=True,
                   device=None):
-    """SPEC 7's compress planner. device: where the plan's tensors live (default: the metadata's)."""
+    """contract §7's compress planner. device: where the plan's tensors live (default: the metadata's)."""
     meta = contract.check_compress_metadata(prefix_lens, extend_lens, ratio=ratio, mode=mode, state_rows=state_rows,
                                             page_table=page_table, validate=validate)
     device = _device(device) if device is not None else prefix_lens.device

@@ -78,7 +78,7 @@ def pytest_generate_tests(metafunc):
 
 
 def test_dsv4_conformance(dsv4_conformance):
-    """Every case of one (op, family) on one backend against the float64 reference (SPEC 5); a failure lists
+    """Every case of one (op, family) on one backend against the float64 reference (contract §5); a failure lists
     each failing case with its seed, the worst element and a command that reproduces it."""
     from harness import backends
     from harness import check as K

@@ -45,7 +45,7 @@ def _fmt(v, spec):
 def markdown(docs):
     rows = _rows(docs)
     lines = ["# Benchmark report", "",
-             "`median us` is one planned call (a layer); `plan us` the backend's planner (SPEC 7), once per forward "
+             "`median us` is one planned call (a layer); `plan us` the backend's planner (contract section 7), once per forward "
              "step; `per step us` = plan + layers x call for the case's model (layers in brackets).", ""]
     for doc, run in zip(docs, RS.labels(docs)):
         env = doc["environment"]

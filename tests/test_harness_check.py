@@ -234,7 +234,7 @@ def test_compress_state_check_fixes_only_what_the_spec_fixes():
     kept = compare.compress_kept_slots(x.args[2].shape, "paged", 4, totals, page_table=kw["page_table"])
     assert kept.any() and (~kept).any()
     free = {k: v.clone() for k, v in ref.items()}
-    free["state"][~kept] = 123.0  # slots of positions not reached yet: the SPEC leaves them free
+    free["state"][~kept] = 123.0  # slots of positions not reached yet: the contract leaves them free
     assert K.compare_outputs(case, x, free, ref).ok
     named = set(kw["page_table"][kw["page_table"] >= 0].tolist())
     unnamed = next(p for p in range(x.args[2].shape[0]) if p not in named)
@@ -281,10 +281,10 @@ def test_a_known_disagreement_is_reported_not_failed(monkeypatch):
 
 def test_the_ledger_matches_what_was_seen_and_nothing_worse():
     from harness import known
-    # SPEC 5's revised indexer bound admits DeepGEMM's fp8 MMA numerics: no indexer entry remains
+    # contract §5's revised indexer bound admits DeepGEMM's fp8 MMA numerics: no indexer entry remains
     assert not known.match("deepgemm", "indexer_logits", "logits: row 0 relative L2 0.00123 > 0.0003")
     assert not known.match("deepgemm", "indexer_logits", "logits: -inf pattern differs at 3 elements")
-    state_only = "state: NaN pattern differs at 4 elements; every difference lies in state the SPEC fixes but no later"
+    state_only = "state: NaN pattern differs at 4 elements; every difference lies in state the contract fixes but no later"
     assert known.match("sglang", "compress", state_only + " call reads (an engine may leave it unwritten)")
     assert not known.match("sglang", "compress", "out: 3 elements past the bound, worst out[0, 1]")
     assert known.match("flashinfer", "topk_indices", "indices: a second run gave different bits (nondeterminism)")

@@ -1,4 +1,4 @@
-"""Plans (SPEC section 7): the shared compress planner's work list, the op-side check by value, and
+"""Plans (contract §7): the shared compress planner's work list, the op-side check by value, and
 the known-wrong plan backends (a stale plan trusted; a planned call that synchronises, which only a
 CUDA-graph capture on a GPU can reject)."""
 

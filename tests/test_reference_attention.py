@@ -1,4 +1,4 @@
-"""Properties of the float64 reference `sparse_attention` (SPEC 4)."""
+"""Properties of the float64 reference `sparse_attention` (contract §4)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Properties of the float64 reference `compress` (SPEC 1)."""
+"""Properties of the float64 reference `compress` (contract §1)."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ from harness import inputs as I
 
 
 def pooled_directly(history, ape, ratio, d):
-    """SPEC 1 written a second way, vectorised over every entry of one full history [n, E]."""
+    """contract §1 written a second way, vectorised over every entry of one full history [n, E]."""
     n = history.shape[0] // ratio
     h = history[:n * ratio].double().reshape(n, ratio, history.shape[1])
     ape = ape.double()

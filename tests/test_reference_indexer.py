@@ -1,4 +1,4 @@
-"""Properties of the float64 reference `indexer_logits` (SPEC 2) and of the FP8 quantisers."""
+"""Properties of the float64 reference `indexer_logits` (contract §2) and of the FP8 quantisers."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ from harness import inputs as I
 
 
 def dequantised_logits(q_fp8, weights, keys_fp8, scales, context_lens, max_context_len):
-    """SPEC 2 a second way: dequantise the keys (not through the cache) and use one einsum."""
+    """contract §2 a second way: dequantise the keys (not through the cache) and use one einsum."""
     out = torch.full((q_fp8.shape[0], max_context_len), float("-inf"), dtype=torch.float64)
     for b, n in enumerate(context_lens):
         k = I.dequantize_fp8_rows(keys_fp8[b], scales[b])  # [n, 128]

@@ -1,4 +1,4 @@
-"""Properties of the float64 reference `topk_indices` (SPEC 3)."""
+"""Properties of the float64 reference `topk_indices` (contract §3)."""
 
 import pytest
 import torch

@@ -61,7 +61,7 @@ BUGS = {  # name: (the op it breaks, what it does)
     "compress_ape_tiled_by_128": ("compress", "channel c takes its position bias from column c % 128"),
     "online_max_stored_fp16": ("compress", "the online running max is stored in float16"),
     "empty_extend_state_reset": ("compress", "online: a request with no new tokens gets a fresh (-inf, 0, 0) state"),
-    # the FP8 cache (SPEC 8)
+    # the FP8 cache (contract §8)
     "fp8_scale_per_128_dims": ("sparse_attention_fp8", "one scale per 128 dims (scale i // 2 for dims 64i..)"),
     "fp8_rope_read_as_e4m3": ("sparse_attention_fp8", "the RoPE part read as 128 e4m3 bytes with the last scale"),
     "fp8_scales_at_wrong_offset": ("sparse_attention_fp8", "scale bytes read at 576 * page_size + 7 * o "

@@ -1,4 +1,4 @@
-"""Known wrong (SPEC 7): the planned call ignores the plan's work and plans again from the lengths
+"""Known wrong (contract §7): the planned call ignores the plan's work and plans again from the lengths
 on every call (a host copy: the host waits for the device), so it cannot be captured in a CUDA graph.
 Results are right: only the graph check on a GPU can reject it."""
 

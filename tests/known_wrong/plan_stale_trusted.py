@@ -1,4 +1,4 @@
-"""Known wrong (SPEC 7): with a plan, the op takes the lengths from the plan and never compares them
+"""Known wrong (contract §7): with a plan, the op takes the lengths from the plan and never compares them
 with its own arguments, even with validate=True, so a plan made from other metadata is trusted."""
 
 import torch
