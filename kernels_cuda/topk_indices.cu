@@ -1157,14 +1157,23 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     if (CLUSTER > 1) cluster_wait();
 }
 
-__global__ void __launch_bounds__(TOPK_THREADS, 1)
+// One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
+// on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
+// earlier GPUs: one.
+#if __CUDA_ARCH__ >= 900
+#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 ? 2 : 1)
+#else
+#define TOPK_WIDE_MIN_BLOCKS(cluster) 1
+#endif
+
+__global__ void __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(1))
     dsv4_topk_indices_wide1(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                             long long table_stride, int* out, int k, int page_size, int skip_up_to) {
     topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
 }
 
 template <int CLUSTER>
-__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(CLUSTER))
     dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                            long long table_stride, int* out, int k, int page_size, int skip_up_to) {
 #if __CUDA_ARCH__ >= 900

@@ -41,6 +41,11 @@ MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histogr
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
 FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # as FAST_CTAS_PER_SM in topk_indices.cu
+# More rows than the fast kernel runs in one wave (256 x 16384: two waves of one CTA an SM) go to
+# dsv4_topk_indices_wide1 (the row in shared memory, 32 registers on sm_90+): two CTAs an SM while
+# two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast
+# keeps them on the fast kernel (for a side-by-side run).
+WIDE1_TWO_PER_SM_COLUMNS = 16384
 
 
 def chunk_columns(columns, cluster):
@@ -74,6 +79,14 @@ def _device(device_index):
     return props.multi_processor_count, CLUSTERS if props.major >= 9 else CLUSTERS[:1]
 
 
+def fast_kernel_takes(batch, columns, sms, hopper, many_rows="wide"):
+    """Whether dsv4_topk_indices_fast runs every row of a tensor of `columns` (<= FAST_COLUMNS) columns:
+    yes unless its grid needs more than one wave and wide1 can run the batch two CTAs an SM."""
+    vecs = next(v for v in FAST_VECS if 4 * THREADS * v >= columns)
+    return (many_rows == "fast" or batch <= FAST_CTAS_PER_SM[vecs] * sms or not hopper
+            or columns > WIDE1_TWO_PER_SM_COLUMNS)
+
+
 def _opt_in(kernel, shared, device):
     """The kernel's static shared memory (histograms, 16-24 KB) counts against the 48 KB a launch
     gets without the opt-in, so the dynamic part needs it from 48 KB minus that, not from 48 KB
@@ -96,19 +109,29 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         kernel_choice = os.environ.get("DSV4_TOPK_KERNEL", "fast")
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         skip_up_to = -1  # rows the cluster kernel leaves to the fast kernel (seq_len at most this)
+        sms, clusters = _device(device_index)
+        narrow = layout.columns <= FAST_COLUMNS
+        if narrow and kernel_choice == "fast" and not fast_kernel_takes(
+                layout.batch, layout.columns, sms, len(clusters) > 1, os.environ.get("DSV4_TOPK_MANY_ROWS", "wide")):
+            shared = 4 * (chunk_columns(layout.columns, 1) + 4)
+            _opt_in("dsv4_topk_indices_wide1", shared, logits.device)
+            launch("topk_indices.cu", "dsv4_topk_indices_wide1", (1, layout.batch), (THREADS,),
+                   (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
+                    page_size, -1), logits.device, shared_mem=shared)
+            return out
         if kernel_choice == "fast" and layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0 and (
-                layout.columns <= FAST_COLUMNS or os.environ.get("DSV4_TOPK_SPLIT", "1") != "0"):
+                narrow or os.environ.get("DSV4_TOPK_SPLIT", "1") != "0"):
             # Up to FAST_COLUMNS wide: every row here. Wider: rows of seq_len <= FAST_COLUMNS here and
             # the rest in the cluster kernel launched next (both read seq_lens on the device, so a
             # mixed batch needs no host sync; DSV4_TOPK_SPLIT=0 sends wide batches to the cluster
             # kernel alone, saving this launch when every row is long).
             vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= layout.columns), FAST_VECS[-1])
             # one wave: the grid may start while the kernel before it finishes (it waits before reading)
-            pdl = layout.batch <= FAST_CTAS_PER_SM[vecs] * _device(device_index)[0]
+            pdl = layout.batch <= FAST_CTAS_PER_SM[vecs] * sms
             launch("topk_indices.cu", f"dsv4_topk_indices_fast<{vecs}>", (layout.batch,), (THREADS,),
                    (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                     page_size, int(pdl)), logits.device, pdl=pdl)
-            if layout.columns <= FAST_COLUMNS:
+            if narrow:
                 return out
             skip_up_to = FAST_COLUMNS
         if (kernel_choice == "v2"
@@ -118,7 +141,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                    (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                     page_size), logits.device)
             return out
-        cluster = cluster_size(layout.batch, layout.columns, *_device(device_index))
+        cluster = cluster_size(layout.batch, layout.columns, sms, clusters)
         if kernel_choice == "fast":  # the fast kernel's selection on the cluster kernel's chunks
             kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
         else:
