@@ -960,6 +960,11 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
     const int b = blockIdx.y;
+    reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+    // Launched to overlap dsv4_topk_indices_fast (a wide batch's short rows; a no-op otherwise): that
+    // kernel waited for the one before it, so past this wait the logits and the metadata are final.
+    // No launch_dependents here: a grid of several waves keeps its SMs for itself.
+    pdl_wait();
     const int n = seq_lens[b];
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
@@ -982,7 +987,6 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     const uint4* groups4 = reinterpret_cast<const uint4*>(chunk_keys);
     const int column0 = begin - shift;  // column of word 0
 
-    reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
     if (t < shift) chunk_keys[t] = 0u;
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
     __syncthreads();

@@ -100,55 +100,61 @@ def _opt_in(kernel, shared, device):
 _opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
 
 
+def launches(batch, columns, aligned, sms, clusters, choice="fast", split=True, many_rows="wide"):
+    """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, skip_up_to)].
+    aligned: rows start 16-byte aligned; sms, clusters: as _device; choice, split, many_rows: the
+    DSV4_TOPK_KERNEL, DSV4_TOPK_SPLIT and DSV4_TOPK_MANY_ROWS settings. skip_up_to is None for
+    kernels that take no such argument."""
+    narrow = columns <= FAST_COLUMNS
+    if choice == "fast" and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1, many_rows):
+        return [("dsv4_topk_indices_wide1", (1, batch), 4 * (chunk_columns(columns, 1) + 4), False, -1)]
+    runs, skip_up_to = [], -1
+    if choice == "fast" and aligned and (narrow or split):
+        # Up to FAST_COLUMNS wide: every row here. Wider: rows of seq_len <= FAST_COLUMNS here and the
+        # rest in the kernel launched next (both read seq_lens on the device, so a mixed batch needs no
+        # host sync; split=False sends wide batches to that kernel alone, saving this launch when every
+        # row is long). PDL when the grid is one wave (it waits before reading).
+        vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= columns), FAST_VECS[-1])
+        runs.append((f"dsv4_topk_indices_fast<{vecs}>", (batch,), 0, batch <= FAST_CTAS_PER_SM[vecs] * sms, None))
+        if narrow:
+            return runs
+        skip_up_to = FAST_COLUMNS
+    if choice == "v2" and columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536")):
+        vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= columns), REGS_VECS[-1])
+        return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, None)]
+    cluster = cluster_size(batch, columns, sms, clusters)
+    if choice == "fast":  # the fast kernel's selection on the cluster kernel's chunks
+        kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
+    else:
+        kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
+    shared = 4 * (chunk_columns(columns, cluster) + 4)  # keys + up to 3 words of alignment shift
+    # after the fast kernel, the wide one is scheduled while that one runs (it waits before reading)
+    pdl = bool(runs) and kernel.startswith("dsv4_topk_indices_wide")
+    return runs + [(kernel, (cluster, batch), shared, pdl, skip_up_to)]
+
+
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
     if k > MAX_K:
         raise ValueError(f"topk_indices (CUDA): k = {k} exceeds {MAX_K} (the write-out's staging in shared memory)")
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
-        kernel_choice = os.environ.get("DSV4_TOPK_KERNEL", "fast")
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
-        skip_up_to = -1  # rows the cluster kernel leaves to the fast kernel (seq_len at most this)
-        sms, clusters = _device(device_index)
-        narrow = layout.columns <= FAST_COLUMNS
-        if narrow and kernel_choice == "fast" and not fast_kernel_takes(
-                layout.batch, layout.columns, sms, len(clusters) > 1, os.environ.get("DSV4_TOPK_MANY_ROWS", "wide")):
-            shared = 4 * (chunk_columns(layout.columns, 1) + 4)
-            _opt_in("dsv4_topk_indices_wide1", shared, logits.device)
-            launch("topk_indices.cu", "dsv4_topk_indices_wide1", (1, layout.batch), (THREADS,),
-                   (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                    page_size, -1), logits.device, shared_mem=shared)
-            return out
-        if kernel_choice == "fast" and layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0 and (
-                narrow or os.environ.get("DSV4_TOPK_SPLIT", "1") != "0"):
-            # Up to FAST_COLUMNS wide: every row here. Wider: rows of seq_len <= FAST_COLUMNS here and
-            # the rest in the cluster kernel launched next (both read seq_lens on the device, so a
-            # mixed batch needs no host sync; DSV4_TOPK_SPLIT=0 sends wide batches to the cluster
-            # kernel alone, saving this launch when every row is long).
-            vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= layout.columns), FAST_VECS[-1])
-            # one wave: the grid may start while the kernel before it finishes (it waits before reading)
-            pdl = layout.batch <= FAST_CTAS_PER_SM[vecs] * sms
-            launch("topk_indices.cu", f"dsv4_topk_indices_fast<{vecs}>", (layout.batch,), (THREADS,),
-                   (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                    page_size, int(pdl)), logits.device, pdl=pdl)
-            if narrow:
-                return out
-            skip_up_to = FAST_COLUMNS
-        if (kernel_choice == "v2"
-                and layout.columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536"))):
-            vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= layout.columns), REGS_VECS[-1])
-            launch("topk_indices.cu", f"dsv4_topk_indices_regs<{vecs}>", (layout.batch,), (THREADS,),
-                   (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                    page_size), logits.device)
-            return out
-        cluster = cluster_size(layout.batch, layout.columns, sms, clusters)
-        if kernel_choice == "fast":  # the fast kernel's selection on the cluster kernel's chunks
-            kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
-        else:
-            kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
-        shared = 4 * (chunk_columns(layout.columns, cluster) + 4)  # keys + up to 3 words of alignment shift
-        _opt_in(kernel, shared, logits.device)
-        launch("topk_indices.cu", kernel, (cluster, layout.batch), (THREADS,),
-               (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                page_size, skip_up_to), logits.device, shared_mem=shared)
+        aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
+        runs = launches(layout.batch, layout.columns, aligned, *_device(device_index),
+                        choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
+                        split=os.environ.get("DSV4_TOPK_SPLIT", "1") != "0",
+                        many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"))
+        common = (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
+                  page_size)
+        for kernel, grid, shared, pdl, skip_up_to in runs:
+            if kernel.startswith("dsv4_topk_indices_fast"):
+                args = (*common, int(pdl))
+            elif skip_up_to is None:
+                args = common
+            else:
+                args = (*common, skip_up_to)
+            if shared:
+                _opt_in(kernel, shared, logits.device)
+            launch("topk_indices.cu", kernel, grid, (THREADS,), args, logits.device, shared_mem=shared, pdl=pdl)
     return out
