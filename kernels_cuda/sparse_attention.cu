@@ -704,6 +704,40 @@ __device__ __forceinline__ unsigned int e4m3x2_scaled_bf16x2(unsigned int two, f
     return pack_bf16(lo * scale, hi * scale);
 }
 
+// e4m3 -> bf16 without conversion instructions (cvt runs at 16 a clock per SM on Hopper, 4x below
+// the integer pipe: the cvt path spends about 3,600 clocks a 64-row tile on conversions alone).
+// prmt puts bytes i, j of `word` at the low bytes of the two halves with their sign replicated
+// above, (x << 4) & 0x87F0 per half keeps the sign at bit 15 and the 7 magnitude bits at 4..10:
+// the bf16 whose value is e4m3 x 2^-120 (e4m3 subnormals become bf16 subnormals, which bf16
+// multiplies keep). Selector 0x9180: bytes 0, 1; 0xB3A2: bytes 2, 3.
+__device__ __forceinline__ unsigned int e4m3x2_bf16x2_bits(unsigned int word, unsigned int selector) {
+    unsigned int v;
+    asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(v) : "r"(word), "r"(selector));
+    return (v << 4) & 0x87F087F0u;
+}
+__device__ __forceinline__ unsigned int bf16x2_mul(unsigned int a, unsigned int b) {
+    unsigned int d;
+    asm("mul.rn.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+// 8 e4m3 (dims 0..7 in bytes 0..7 of e) times 2^(s - 127), exact, as 8 bf16: x 2^(s - 7) in one
+// multiply while that factor is a bf16 (s <= 134), else x 2^120 then x 2^(s - 127); each product
+// is e4m3 times a power of two, exact in bf16 (the quantiser writes s >= 105)
+__device__ __forceinline__ uint4 e4m3x8_scaled_bf16x8(uint2 e, unsigned int s) {
+    const bool big = s > 134u;
+    const unsigned int f = big ? 0x7B80u : (s + 120u) << 7;  // bf16 bits of 2^120, or of 2^(s - 7)
+    const unsigned int f2 = f | (f << 16);
+    uint4 v = make_uint4(bf16x2_mul(e4m3x2_bf16x2_bits(e.x, 0x9180u), f2), bf16x2_mul(e4m3x2_bf16x2_bits(e.x, 0xB3A2u), f2),
+                         bf16x2_mul(e4m3x2_bf16x2_bits(e.y, 0x9180u), f2), bf16x2_mul(e4m3x2_bf16x2_bits(e.y, 0xB3A2u), f2));
+    if (big) {  // only for scales above 2^7 (amax above 57344): never on V4's RMS-normalised rows
+        const unsigned int g2 = (s << 7) | (s << 23);  // 2^(s - 127)
+        v = make_uint4(bf16x2_mul(v.x, g2), bf16x2_mul(v.y, g2), bf16x2_mul(v.z, g2), bf16x2_mul(v.w, g2));
+    }
+    return v;
+}
+
+// FAST_DEQUANT: e4m3x8_scaled_bf16x8 (integer ops and bf16 multiplies) instead of the cvt path
+template <bool FAST_DEQUANT>
 struct WgFp8Rows {
     static constexpr bool ANY_HEADS = true;  // the only FP8 kernel: any H
     static constexpr int SHARED_BYTES = WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES + WG_STAGES * WG_TILE * 4;
@@ -763,11 +797,16 @@ struct WgFp8Rows {
             if (flags[r]) {
                 if (piece < FP8_NOPE / 8) {  // 8 e4m3 dims; scale of dims 64 i .. 64 i + 63 at byte i
                     const uint2 e = *reinterpret_cast<const uint2*>(rec + piece * 8);
-                    // ue8m0 byte s -> 2^(s - 127) as fp32 bits (s = 0 would give 0, not 2^-127: the
-                    // quantiser writes s >= 105)
-                    const float scale = __int_as_float((int)rec[FP8_RECORD + (piece >> 3)] << 23);
-                    v = make_uint4(e4m3x2_scaled_bf16x2(e.x, scale), e4m3x2_scaled_bf16x2(e.x >> 16, scale),
-                                   e4m3x2_scaled_bf16x2(e.y, scale), e4m3x2_scaled_bf16x2(e.y >> 16, scale));
+                    const unsigned int s = rec[FP8_RECORD + (piece >> 3)];
+                    if (FAST_DEQUANT) {
+                        v = e4m3x8_scaled_bf16x8(e, s);
+                    } else {
+                        // ue8m0 byte s -> 2^(s - 127) as fp32 bits (s = 0 would give 0, not 2^-127:
+                        // the quantiser writes s >= 105)
+                        const float scale = __int_as_float((int)s << 23);
+                        v = make_uint4(e4m3x2_scaled_bf16x2(e.x, scale), e4m3x2_scaled_bf16x2(e.x >> 16, scale),
+                                       e4m3x2_scaled_bf16x2(e.y, scale), e4m3x2_scaled_bf16x2(e.y >> 16, scale));
+                    }
                 } else {  // 8 bf16 RoPE dims, as stored
                     v = *reinterpret_cast<const uint4*>(rec + FP8_NOPE + (piece - FP8_NOPE / 8) * 16);
                 }
@@ -992,7 +1031,7 @@ __global__ void __launch_bounds__(256, 1)
 
 // sparse_attention_fp8 (SPEC 8): the same kernel over the FP8 cache (kv_cache [pages, page_stride]
 // bytes, page_size = 1 << page_shift), dequantised in shared memory by WgFp8Rows.
-template <bool HAS_SINK, bool SPLIT>
+template <bool HAS_SINK, bool SPLIT, bool FAST_DEQUANT>
 __global__ void __launch_bounds__(256, 1)
     dsv4_sparse_attention_fp8_wgmma(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
                                     const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
@@ -1002,7 +1041,7 @@ __global__ void __launch_bounds__(256, 1)
     unsigned char* smem = wg_smem_base(smem_raw);
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
-    WgFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
+    WgFp8Rows<FAST_DEQUANT> rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
                    smem + WG_MAT_BYTES);
     wgmma_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else

@@ -88,11 +88,13 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     return out, lse
 
 
-def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem):
+def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
+                 template_tail=""):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, fp8_wgmma: 8 warps), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
-    needs no device data (CUDA-graph capturable)."""
+    needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
+    after <HAS_SINK, SPLIT> (", true")."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -104,7 +106,7 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}>",
+    launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            (layout.batch, head_blocks, splits), (H64_WARPS * 32,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem)

@@ -6,13 +6,22 @@ each indexed record's 576 bytes and its 8 scale bytes go into shared memory by c
 page offsets), and the tile is dequantised there (e4m3 x 2^(byte - 127), exact in bf16) into the
 layout the bf16 kernel copies its rows into. No bf16 copy of the cache is made; a -1 loads nothing.
 Hopper only (sm_90a; any H: a CTA covers 64 heads, those past H zero and unwritten); elsewhere the op
-declines with the reason."""
+declines with the reason.
+
+KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment): "wgmma" (default) dequantises with integer
+ops and bf16 multiplies (e4m3x8_scaled_bf16x8); "cvt" is the same kernel with the first release's
+conversion instructions (cvt e4m3x2 -> f16x2 -> f32, multiply, cvt -> bf16x2), to compare or to
+fall back on."""
+
+import os
 
 import numpy as np
 import torch
 
 from harness import contract
 from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split
+
+KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "wgmma")
 
 # as FP8_WG_SHARED_BYTES in sparse_attention.cu: alignment slack, Q, the bf16 tile, two stages of 64
 # raw rows of 592 bytes (the S partials share them), the row flags
@@ -48,5 +57,6 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     sink = attn_sink if attn_sink is not None else lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
     launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse, (kv_cache, indices),
-                 (float(sm_scale), page_shift, np.int64(layout.page_stride)), SHARED_BYTES)
+                 (float(sm_scale), page_shift, np.int64(layout.page_stride)), SHARED_BYTES,
+                 ", false" if KERNEL == "cvt" else ", true")
     return out, lse
