@@ -51,6 +51,7 @@ with per-row offsets, no page table) and the k-pool entries (GLM's pooled scores
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -84,8 +85,14 @@ TOPK_NAMES = {"kernels": {"v1": "topk_transform_paged", "v2": "topk_transform_pa
 
 def unavailable_reason(device):
     reason = unavailable(device, "sglang", "tvm_ffi")
-    if reason is None and layout() == "kernels" and importlib.util.find_spec("msgspec") is None:
-        reason = "package msgspec not installed (sglang >= 0.5.2x's JIT loader needs it; ci/peer_wheels.sh fetches it)"
+    if reason is None:
+        try:
+            kind = layout()
+        except contract.Unsupported as err:  # a release with neither layout
+            return str(err)
+        if kind == "kernels" and importlib.util.find_spec("msgspec") is None:
+            reason = ("package msgspec not installed (sglang >= 0.5.2x's JIT loader needs it; ci/peer_wheels.sh "
+                      "fetches it)")
     return reason
 
 
@@ -98,7 +105,11 @@ def _package_root():
 
 def layout(root=None):
     """Which layout the installed sglang has ("kernels" or "jit_kernel"), from its folders."""
-    root = Path(root) if root is not None else _package_root()
+    return _layout_of(Path(root) if root is not None else _package_root())
+
+
+@functools.lru_cache(maxsize=None)
+def _layout_of(root):  # once per folder: the per-call launcher lookup reads it
     if (root / "kernels" / "ops" / "attention" / "dsv4").is_dir():
         return "kernels"
     if (root / "jit_kernel" / "dsv4").is_dir():
@@ -147,7 +158,7 @@ def _topk_metadata(seq_lens, page_table, k, page_size):
 
 
 def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=True):
-    """SGLang's routing plan of topk_transform_512_v2 (`plan_topk_v2`, from seq_lens alone)."""
+    """SGLang's routing plan of its top-k v2 kernel (`plan_topk_v2`, from seq_lens alone)."""
     contract.check_topk_metadata(seq_lens, page_table, k=k, page_size=page_size, validate=validate)
     scalars, metadata = _topk_metadata(seq_lens, page_table, k, page_size)
     routing = _load("topk").plan_topk_v2(seq_lens) if TOPK_VERSION != "v1" and len(seq_lens) else None
@@ -162,11 +173,11 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     topk = _load("topk")
     if TOPK_VERSION == "v1":
         if k not in (512, 1024):
-            raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512 (v1) is built for k in (512, 1024)")
+            raise contract.Unsupported(f"k={k}: SGLang's top-k v1 kernel is built for k in (512, 1024)")
         _topk_kernel(topk, "v1")(logits, seq_lens, page_table, out, page_size)
         return out
     if k > 2048:
-        raise contract.Unsupported(f"k={k}: SGLang's topk_transform_512_v2 takes k <= 2048")
+        raise contract.Unsupported(f"k={k}: SGLang's top-k v2 kernel takes k <= 2048")
     if plan is None:
         plan = topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size, validate=False)
     else:
