@@ -181,8 +181,9 @@ __global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
 // Ratio 128: a CTA is blockDim.y groups of blockDim.x threads over the same blockDim.x x VEC
 // channels; the block's positions are split into blockDim.y contiguous runs, one per group, each
 // pooled in chunks of CHUNK into a running (max, sum, weighted sum) per channel, then merged in group
-// order (deterministic) by group 0. The launcher picks 4 groups of 32 when segments hold many new
-// positions (prefill) and 1 group of 128 for decode. ring / paged:
+// order (deterministic) by group 0. The launcher picks 1 group of 128 threads for decode and for
+// prefill whose segments fill the GPU, else groups of 32 (up to 16) so that few segments with many new
+// positions still keep enough warps in flight. ring / paged:
 // every position of a completed block is pooled, new rows are stored. online: only the new
 // positions, starting from the running state when the block began earlier; the request's last
 // segment writes the new running state (to `new_state[b]` when the planner found a request that
@@ -230,15 +231,15 @@ __device__ __forceinline__ void online_step(const float* row, const float* bias,
     }
 }
 
-constexpr int C128_MAX_GROUPS = 4, C128_THREADS = 128;
+constexpr int C128_MAX_GROUPS = 16, C128_MAX_THREADS = 512, C128_GROUP_LANES = 32;
 
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(C128_THREADS, 4) dsv4_compress_c128(
+__global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
         float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
     constexpr int CHUNK = 4;
-    // (max, sum, weighted sum) of groups 1..: groups x lanes = C128_THREADS
-    __shared__ float partial[C128_MAX_GROUPS - 1][3][C128_THREADS / 2 * VEC];
+    // (max, sum, weighted sum) of groups 1.. (several groups: C128_GROUP_LANES lanes each)
+    __shared__ float partial[C128_MAX_GROUPS - 1][3][C128_GROUP_LANES * VEC];
     const int lane = threadIdx.x, group = threadIdx.y, groups = blockDim.y;
     const int c = (blockIdx.y * blockDim.x + lane) * VEC;
     const bool active = c < d;

@@ -15,6 +15,8 @@ from kernels_cuda._loader import launch
 THREADS = 128  # per C4 CTA; each thread owns VEC channels
 PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with programmatic dependent launch
 C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
+C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compress.cu's bound)
+C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 C128_FILL_WAVES = 2  # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9)
 
 compress_plan = plans.compress_plan
@@ -49,10 +51,16 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     else:  # 128 threads over 128 x VEC channels, one run of positions each (decode, and prefill whose
         # segments fill the GPU); few segments with many new positions (a 4K chunk: 32 blocks): a warp
-        # per run, 4 runs over the same 32 x VEC channels, so no thread walks 128 positions alone
+        # per run, up to 16 runs over the same 32 x VEC channels, as many as bring the warps in flight to
+        # C128_WARPS_PER_SM (a 4K chunk at d = 512: 128 CTAs of 16 warps, 8 positions a warp)
         one_run_ctas = plan["n_seg"] * contract.cdiv(d, 128 * vec)
         few = plan["most_new"] > C128_ONE_RUN and one_run_ctas < C128_FILL_WAVES * _sms(device)
-        block = (32, 4) if few else (128, 1)
+        if few:
+            ctas = plan["n_seg"] * contract.cdiv(d, 32 * vec)
+            groups = min(C128_MAX_GROUPS, max(4, 1 << (contract.cdiv(C128_WARPS_PER_SM * _sms(device), ctas) - 1).bit_length()))
+            block = (32, groups)
+        else:
+            block = (128, 1)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
