@@ -566,6 +566,21 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float* d, unsigned long long 
         : "l"(a), "l"(b));
 }
 
+// d[64 x 32] += A[64 x 16] B[16 x 32]^T, both K-major in shared memory
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, unsigned long long a, unsigned long long b) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, 1, 0;\n"  // scale-d: accumulate into d
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b));
+}
+
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_D32(i) WG_D8(i), WG_D8(i + 8), WG_D8(i + 16), WG_D8(i + 24)
 // d[64 x 256] += A[64 x 16] (registers, bf16x2) B[16 x 256], B MN-major in shared memory (trans-b 1)
@@ -826,6 +841,55 @@ __device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) 
     return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
 }
 
+// The epilogue of the wgmma kernels: this thread's O fragment (rows 16 wq + g (+8) of the CTA's 64
+// heads, dims 256 half + 8 j + 2 t (+1) at o[4 j + c]) and its row max (base 2) and sum. SPLIT: the
+// output normalised by this split's own sum (fp32) and the split's lse, for the combine kernel;
+// else out = O / (l [+ exp(sink - m)]). A row with no valid index: out 0, lse -inf. Rows with
+// row_lo / row_hi false (heads past H) are not written.
+template <bool HAS_SINK, bool SPLIT>
+__device__ __forceinline__ void wg_epilogue(const float* o, float m_lo, float m_hi, float l_lo, float l_hi, bool row_lo,
+                                            bool row_hi, const float* sink, unsigned short* out, float* lse,
+                                            float* part_out, float* part_lse, int heads) {
+    const int b = blockIdx.x, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int half = warp >> 2, wq = warp & 3;
+    const int h0 = blockIdx.y * 64 + wq * 16;
+    const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
+    if (SPLIT) {
+        const long long prow = ((long long)b * gridDim.z + split) * heads + h0 + g;
+        const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+        float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
+        float* p_hi = p_lo + 8 * DIM;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            if (row_lo) *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+            if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+        }
+        if (half == 0 && t == 0) {
+            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        }
+        return;
+    }
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
+    unsigned short* out_hi = out_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        if (row_lo) *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+        if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+    }
+    if (half == 0 && t == 0) {
+        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+}
+
 // The kernel body (the comment above dsv4_sparse_attention_wgmma says what it does): Q at `smem`
 // (64 swizzled lines), the gathered rows through `rows`; n = this split's indices.
 template <bool HAS_SINK, bool SPLIT, class Rows>
@@ -975,40 +1039,7 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
 
-    const long long row = (long long)b * heads + h0 + g;  // this thread's low head; high = +8
-    if (SPLIT) {
-        const long long prow = ((long long)b * gridDim.z + split) * heads + h0 + g;
-        const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
-        float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
-        float* p_hi = p_lo + 8 * DIM;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            if (row_lo) *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
-            if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
-        }
-        if (half == 0 && t == 0) {
-            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-        }
-        return;
-    }
-    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
-    if (HAS_SINK) {
-        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
-    }
-    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
-    unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
-    unsigned short* out_hi = out_lo + 8 * DIM;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        if (row_lo) *reinterpret_cast<unsigned int*>(out_lo + j * 8) = pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
-        if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
-    }
-    if (half == 0 && t == 0) {
-        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-    }
+    wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, row_lo, row_hi, sink, out, lse, part_out, part_lse, heads);
 }
 #endif
 
@@ -1044,6 +1075,267 @@ __global__ void __launch_bounds__(256, 1)
     WgFp8Rows<FAST_DEQUANT> rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
                    smem + WG_MAT_BYTES);
     wgmma_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper)
+#endif
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// dsv4_sparse_attention_fp8_pipe (sm_90a): sparse_attention_fp8 with the dequantisation overlapped
+// with the MMAs. The wgmma kernel over WgFp8Rows dequantises tile i between its copy and its MMAs
+// (one bf16 tile fits beside Q and the raw stages). Here tiles are 32 rows, so two bf16 tiles fit
+// (Q 64 KB + 2 x 32 KB) with four raw stages (4 x 18.5 KB) and the S partials (16 KB): 225,024
+// bytes. Per tile i (two warpgroups, 64 heads, O split by dims as in the wgmma kernel):
+//   top barrier (tile i's bf16 tile complete; raw tile i + 1 landed; tile i - 1 done by all)
+//   copy raw tile i + 4 into the stage tile i left (4 tiles, 128 rows, in flight)
+//   S = Q K^T on bf16 tile i (wgmma m64n32k16 x 16 a warpgroup, async)
+//     meanwhile: dequantise rows 0..15 of raw tile i + 1 into the other bf16 tile
+//   partial S exchange, online softmax (O rescaled only where a row max moved)
+//   O += P V (wgmma m64n256k16 x 2, P from registers, async)
+//     meanwhile: dequantise rows 16..31 of raw tile i + 1
+// so the conversion (and the copies' issue) runs while the tensor cores work instead of before.
+// Row flags: raw stage flags written with the copies, carried to the bf16 tile's flags by the
+// dequantisation (the raw stage is refilled before tile i's softmax reads them).
+#define PIPE_TILE 32
+#define PIPE_RAW_STAGES 4
+#define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                        // 32 KB, chunks of 32 lines (4 KB)
+#define PIPE_RAW_BYTES (PIPE_TILE * FP8_PITCH)                       // 18,944
+#define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                       // [2 halves][4 warps][16][32 lanes] fp32
+#define PIPE_PIECES_PER_THREAD ((PIPE_TILE * FP8_PIECES + 255) / 256)  // 5 (the last for threads < 128)
+#define FP8_PIPE_SHARED_BYTES \
+    (1024 + WG_MAT_BYTES + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_fp8_pipe(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
+                                   const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
+                                   int K, int heads, int chunk, float sm_scale, int page_shift, long long page_stride) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* q_s = wg_smem_base(smem_raw);                            // [64 heads] swizzled
+    unsigned char* bf16_s = q_s + WG_MAT_BYTES;                             // [2][32 lines] swizzled
+    unsigned char* raw_s = bf16_s + 2 * PIPE_BF16_BYTES;                    // [4][32 rows of FP8_PITCH]
+    float* s_part = reinterpret_cast<float*>(raw_s + PIPE_RAW_STAGES * PIPE_RAW_BYTES);
+    int* raw_flags = reinterpret_cast<int*>(s_part + PIPE_SPART_BYTES / 4);  // [4][32]
+    int* tile_flags = raw_flags + PIPE_RAW_STAGES * PIPE_TILE;              // [2][32]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int bf16_addr = (unsigned int)__cvta_generic_to_shared(bf16_s);
+
+    const int b = blockIdx.x;
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    const int* idx_row = indices + (long long)b * K + k_begin;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
+    const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
+    const bool row_lo = h0 + g < heads, row_hi = h0 + g + 8 < heads;  // heads past H: computed, not written
+    const float scale2 = sm_scale * LOG2E;
+    const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // dequantisation: piece of lines line_first + 4 k
+
+    // Q into shared memory (heads past H: zeros); joins raw tile 0's commit group
+    {
+        const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
+#pragma unroll 4
+        for (int r = line_first; r < 64; r += 4) {
+            if (blockIdx.y * 64 + r < heads) {
+                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+            } else {
+                *reinterpret_cast<uint4*>(q_s + swizzled_offset(64, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    }
+
+    // raw copies: thread x copies pieces x + 256 k of the tile's 32 x 36 (one record = 36 pieces of
+    // 16 bytes, plus its 8 scale bytes by the thread of piece 0); indices read one tile ahead
+    int idx_next[PIPE_PIECES_PER_THREAD];
+    auto load_idx = [&](int tile) {
+#pragma unroll
+        for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
+            const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + c / FP8_PIECES;
+            idx_next[k] = c < PIPE_TILE * FP8_PIECES && i < n ? idx_row[i] : -1;
+        }
+    };
+    const int slot_mask = (1 << page_shift) - 1;
+    auto fetch = [&](int tile) {  // one commit group a call, empty past the end (uniform wait counts)
+        if (tile * PIPE_TILE < n) {
+            const int stage = tile % PIPE_RAW_STAGES;
+            unsigned char* dst = raw_s + stage * PIPE_RAW_BYTES;
+#pragma unroll
+            for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
+                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = idx_next[k];
+                if (c < PIPE_TILE * FP8_PIECES) {
+                    if (idx >= 0) {
+                        const unsigned char* page = kv_cache + (long long)(idx >> page_shift) * page_stride;
+                        const int o = idx & slot_mask;
+                        cp_async16(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);
+                        if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
+                    }
+                    if (pc == 0) raw_flags[stage * PIPE_TILE + r] = idx >= 0;
+                }
+            }
+        }
+        cp_async_commit();
+    };
+    // rows 16 part .. +15 of raw tile `tile` -> its bf16 tile (dims 8 piece .. +7 of lines line_first + 4 k);
+    // the row flags go along (written by the piece-0 threads)
+    auto dequant = [&](int tile, int part) {
+        const unsigned char* stage = raw_s + (tile % PIPE_RAW_STAGES) * PIPE_RAW_BYTES;
+        const int* flags = raw_flags + (tile % PIPE_RAW_STAGES) * PIPE_TILE;
+        unsigned char* dst = bf16_s + (tile & 1) * PIPE_BF16_BYTES;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int r = part * 16 + line_first + 4 * k;
+            const unsigned char* rec = stage + r * FP8_PITCH;
+            const int valid = flags[r];
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);  // a -1 row: zeros, so it adds 0 * 0, never 0 * NaN
+            if (valid) {
+                if (piece < FP8_NOPE / 8) {  // 8 e4m3 dims; scale of dims 64 i .. 64 i + 63 at byte i
+                    v = e4m3x8_scaled_bf16x8(*reinterpret_cast<const uint2*>(rec + piece * 8), rec[FP8_RECORD + (piece >> 3)]);
+                } else {  // 8 bf16 RoPE dims, as stored
+                    v = *reinterpret_cast<const uint4*>(rec + FP8_NOPE + (piece - FP8_NOPE / 8) * 16);
+                }
+            }
+            *reinterpret_cast<uint4*>(dst + swizzled_offset(PIPE_TILE, r, piece)) = v;
+            if (piece == 0) tile_flags[(tile & 1) * PIPE_TILE + r] = valid;
+        }
+    };
+
+    float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
+#pragma unroll
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
+#pragma unroll 1
+    for (int j = 0; j < PIPE_RAW_STAGES; ++j) {
+        load_idx(j);
+        fetch(j);
+    }
+    load_idx(PIPE_RAW_STAGES);
+    if (tiles > 0) {
+        cp_async_wait<PIPE_RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
+        __syncthreads();                        // everyone's
+        dequant(0, 0);
+        dequant(0, 1);
+    }
+#pragma unroll 1
+    for (int i = 0; i < tiles; ++i) {
+        const int buf = i & 1;
+        cp_async_wait<PIPE_RAW_STAGES - 2>();  // this thread's copies of raw tile i + 1 have landed
+        // the dequantised tile and Q were generic-proxy writes; wgmma reads through the async proxy
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();  // bf16 tile i whole, raw tile i + 1 landed; tile i - 1 finished by everyone
+        fetch(i + PIPE_RAW_STAGES);  // into the stage tile i left (dequantised during tile i - 1)
+        load_idx(i + PIPE_RAW_STAGES + 1);
+        const unsigned int tile_addr = bf16_addr + buf * PIPE_BF16_BYTES;
+        const int* valid_s = tile_flags + buf * PIPE_TILE;
+        const bool next = i + 1 < tiles;
+
+        // S over this warpgroup's 256 dims: chunks 4 half .. 4 half + 3, 4 k-steps of 32 bytes in each
+        float s[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) s[j] = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 16; ++ks) {
+            const unsigned int chunk_k = (half * 4 + (ks >> 2)), off = (ks & 3) * 32;
+            wgmma_m64n32k16_ss(s, wg_desc(q_addr + chunk_k * WG_CHUNK_BYTES(64) + off, 16, 1024),
+                               wg_desc(tile_addr + chunk_k * WG_CHUNK_BYTES(PIPE_TILE) + off, 16, 1024));
+        }
+        wg_commit();
+        if (next) dequant(i + 1, 0);  // while the tensor cores compute S
+        wg_wait0();
+#pragma unroll
+        for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
+        float* mine = s_part + ((half * 4 + wq) * 16) * 32 + lane;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) mine[j * 32] = s[j];
+        __syncthreads();  // partials visible
+        const float* other = s_part + (((half ^ 1) * 4 + wq) * 16) * 32 + lane;
+
+        // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1) of the tile
+        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            const bool v0 = valid_s[nt * 8 + 2 * t], v1 = valid_s[nt * 8 + 2 * t + 1];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                // the same order of addition in both warpgroups: low half's partial first
+                const float mine_v = s[4 * nt + c], other_v = other[(4 * nt + c) * 32];
+                const float full = half == 0 ? mine_v + other_v : other_v + mine_v;
+                s[4 * nt + c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
+            }
+            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+        }
+        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+        float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+            sum_lo += s[4 * nt] + s[4 * nt + 1];
+            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+        }
+        l_lo = l_lo * alpha_lo + sum_lo;
+        l_hi = l_hi * alpha_hi + sum_hi;
+        m_lo = new_lo;
+        m_hi = new_hi;
+        // 128 multiplies a thread: skipped by a warp whose row maxima all stayed (alpha = 1
+        // exactly), the common case once a long list's maximum has been seen
+        if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
+#pragma unroll
+            for (int j = 0; j < 32; ++j) {
+                o[4 * j] *= alpha_lo;
+                o[4 * j + 1] *= alpha_lo;
+                o[4 * j + 2] *= alpha_hi;
+                o[4 * j + 3] *= alpha_hi;
+            }
+        }
+
+        // O += P V: k-step ks covers tile rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
+        // N = dims half * 256 .. +255 (4 chunks, LBO 4 KB)
+        unsigned int p[2][4];
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+            p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+            p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+            p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+            p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+        }
+#pragma unroll
+        for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+        wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks)
+            wgmma_m64n256k16_rs(o, p[ks], wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(PIPE_TILE) + ks * 16 * 128,
+                                                  WG_CHUNK_BYTES(PIPE_TILE), 1024));
+        wg_commit();
+        if (next) dequant(i + 1, 1);  // while the tensor cores compute P V
+        wg_wait0();
+#pragma unroll
+        for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+        // no barrier here: the next tile's top barrier orders these reads of s_part, the flags and
+        // the bf16 tile before anyone rewrites them
+    }
+    cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+    wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, row_lo, row_hi, sink, out, lse, part_out, part_lse, heads);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper)
 #endif

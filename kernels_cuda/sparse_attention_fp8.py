@@ -8,10 +8,14 @@ layout the bf16 kernel copies its rows into. No bf16 copy of the cache is made; 
 Hopper only (sm_90a; any H: a CTA covers 64 heads, those past H zero and unwritten); elsewhere the op
 declines with the reason.
 
-KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment): "wgmma" (default) dequantises with integer
-ops and bf16 multiplies (e4m3x8_scaled_bf16x8); "cvt" is the same kernel with the first release's
-conversion instructions (cvt e4m3x2 -> f16x2 -> f32, multiply, cvt -> bf16x2), to compare or to
-fall back on."""
+KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
+- "pipe" (default): `dsv4_sparse_attention_fp8_pipe`, tiles of 32 rows, two bf16 tiles and four raw
+  stages, so tile i + 1 is dequantised while the tensor cores multiply tile i;
+- "wgmma": the wgmma kernel over WgFp8Rows (64-row tiles, dequantisation between copy and MMAs),
+  dequantising with integer ops and bf16 multiplies (e4m3x8_scaled_bf16x8), as "pipe" does;
+- "cvt": the same with the first release's conversion instructions (cvt e4m3x2 -> f16x2 -> f32,
+  multiply, cvt -> bf16x2).
+The older ones stay to compare and to fall back on."""
 
 import os
 
@@ -21,12 +25,21 @@ import torch
 from harness import contract
 from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split
 
-KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "wgmma")
+KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "pipe")
+
+
+def _shared_bytes():
+    return PIPE_SHARED_BYTES if KERNEL == "pipe" else SHARED_BYTES
 
 # as FP8_WG_SHARED_BYTES in sparse_attention.cu: alignment slack, Q, the bf16 tile, two stages of 64
 # raw rows of 592 bytes (the S partials share them), the row flags
 FP8_PITCH = 592
 SHARED_BYTES = 1024 + 2 * WG_TILE * KV_ROW_BYTES + 2 * WG_TILE * FP8_PITCH + 2 * WG_TILE * 4
+# as FP8_PIPE_SHARED_BYTES: alignment slack, Q, two bf16 tiles of 32 rows, four raw stages of 32 rows,
+# the S partials (2 x 64 x 32 fp32), the raw stages' and the bf16 tiles' row flags
+PIPE_TILE, PIPE_RAW_STAGES = 32, 4
+PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + 2 * PIPE_TILE * KV_ROW_BYTES + PIPE_RAW_STAGES * PIPE_TILE * FP8_PITCH
+                     + 2 * 64 * PIPE_TILE * 4 + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
 
 
 def decline_reason(q):
@@ -36,8 +49,8 @@ def decline_reason(q):
     capability = torch.cuda.get_device_capability(q.device)
     if capability != (9, 0):
         return f"needs Hopper (sm_90a wgmma); this device is sm_{capability[0]}{capability[1]}"
-    if _shared_optin(q.device) < SHARED_BYTES:
-        return f"needs {SHARED_BYTES} bytes of shared memory a block, the device has {_shared_optin(q.device)}"
+    if _shared_optin(q.device) < _shared_bytes():
+        return f"needs {_shared_bytes()} bytes of shared memory a block, the device has {_shared_optin(q.device)}"
     if q.data_ptr() % 16:
         return "needs q 16-byte aligned (cp.async)"
     return None
@@ -56,7 +69,11 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     has_sink = "true" if attn_sink is not None else "false"
     sink = attn_sink if attn_sink is not None else lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
-    launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse, (kv_cache, indices),
-                 (float(sm_scale), page_shift, np.int64(layout.page_stride)), SHARED_BYTES,
-                 ", false" if KERNEL == "cvt" else ", true")
+    tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
+    if KERNEL == "pipe":
+        launch_split("dsv4_sparse_attention_fp8_pipe", layout, PIPE_TILE, q, sink, has_sink, out, lse,
+                     (kv_cache, indices), tail, PIPE_SHARED_BYTES)
+    else:
+        launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse,
+                     (kv_cache, indices), tail, SHARED_BYTES, ", false" if KERNEL == "cvt" else ", true")
     return out, lse
