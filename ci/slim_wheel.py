@@ -34,6 +34,7 @@ PROFILES = {
         "sglang/kernels/ops/attention/dsv4/__init__.py", "sglang/kernels/ops/attention/dsv4/compress.py",
         "sglang/kernels/ops/attention/dsv4/topk.py", "sglang/kernels/ops/attention/dsv4/kv_layout.py",
         "sglang/kernels/ops/attention/dsv4/utils.py", "sglang/kernels/ops/attention/dsv4/candidate_table.py",
+        "sglang/kernels/ops/attention/dsv4/triton_sparse_decode/*.py",  # the Triton FP8 sparse decode
         # the JIT loader (tvm-ffi + ninja), its headers and the sources it compiles: DeepSeek-V4's
         # compress/top-k kernels and the cluster-occupancy probe topk_v2 runs at build time
         "sglang/kernels/jit/__init__.py", "sglang/kernels/jit/utils/*", "sglang/kernels/jit/include/*",

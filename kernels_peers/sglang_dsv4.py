@@ -61,6 +61,7 @@ from pathlib import Path
 import torch
 
 from harness import contract, plans
+from harness.contract import ATTN_DIM
 from kernels_peers._common import ConversionCache, declining, stand_in, token_page_table, unavailable
 
 TOPK_VERSION = os.environ.get("DSV4_SGLANG_TOPK", "v2")
@@ -73,8 +74,7 @@ ONLINE_MAX_TOKENS = 65536
 _cache = ConversionCache()
 _root = None
 
-indexer_logits, sparse_attention, sparse_attention_fp8 = declining(
-    "SGLang's dsv4 adapter", "indexer_logits", "sparse_attention", "sparse_attention_fp8")
+indexer_logits, sparse_attention = declining("SGLang's dsv4 adapter", "indexer_logits", "sparse_attention")
 
 
 # where each layout keeps the DSv4 launchers, and what its top-k launchers are called
@@ -121,12 +121,14 @@ def _srt_utils():
     """What the launchers import from sglang.srt.utils, for a CUDA build of torch."""
     hip = torch.version.hip is not None
     cuda_version = tuple(int(x) for x in (torch.version.cuda or "0.0").split(".")[:2])
-    return dict(is_hip=lambda: hip, is_xpu=lambda: False, is_gfx95_supported=lambda: False, is_musa=lambda: False,
+    return dict(is_hip=lambda: hip, is_xpu=lambda: False, is_gfx95_supported=lambda: False,
+                is_gfx942_supported=lambda: False, is_musa=lambda: False,
                 is_cuda=lambda: torch.version.cuda is not None, get_cuda_version=lambda: cuda_version)
 
 
 def _load(submodule):
-    """The DSv4 launcher module `submodule` ("compress" or "topk") without importing the rest of sglang."""
+    """The DSv4 launcher module `submodule` ("compress", "topk", "triton_sparse_decode") without importing
+    the rest of sglang."""
     root = _package_root()
     kind = layout(root)
     name = f"{LAYOUTS[kind]}.{submodule}"
@@ -317,3 +319,25 @@ def plan_for(kernels, mode, ratio, prefix_lens, extend_lens, state_rows, page_ta
         return Decode.generate(ratio, rid, slots, identity, seq, ratio, ratio), keep
     return Prefill.generate(ratio, rid, seq.cpu(), extend_lens.long().cpu(), slots, identity, ratio, ratio,
                             sum(extend)), keep
+
+
+def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
+    """SGLang 0.5.2x's Triton FP8 sparse decode (`triton_sparse_decode.triton_fp8_attention_fwd`, the
+    kernel its engine runs with SGLANG_HACK_FLASHMLA_BACKEND=triton in place of FlashMLA's; fused
+    gather, dequantisation and attention over the V4 cache, split-K past 8192 indices), SPEC 8.
+    Layouts as FlashMLA's adapter: q [B, 1, H, 512]; the cache's first 584 * page_size bytes of each
+    page as [pages, page_size, 1, 584] (the kernel takes the page size from dim 1 and the page stride
+    from dim 0's stride); indices [B, 1, K] slot ids. Its lse (natural log, without the sink) is +inf
+    for a row with no valid index: mapped to SPEC's -inf. Any H and K; 0.5.15 has no such kernel."""
+    dims = contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
+                                               attn_sink=attn_sink, validate=validate)
+    if layout() != "kernels":
+        raise contract.Unsupported("sglang before 0.5.2x has no Triton FP8 sparse decode kernel")
+    decode = _load("triton_sparse_decode")
+    pages = kv_cache[:, :contract.FP8_KV_TOKEN_BYTES * page_size].view(
+        dims.num_pages, page_size, 1, contract.FP8_KV_TOKEN_BYTES)
+    out, lse = decode.triton_fp8_attention_fwd(q.view(dims.batch, 1, dims.heads, ATTN_DIM), pages, ATTN_DIM,
+                                               float(sm_scale), indices.view(dims.batch, 1, dims.topk),
+                                               attn_sink=attn_sink)
+    lse = lse.reshape(dims.batch, dims.heads)
+    return out.view(dims.batch, dims.heads, ATTN_DIM), lse.masked_fill(lse == float("inf"), float("-inf"))

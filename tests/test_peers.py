@@ -175,6 +175,46 @@ def test_flashmla_fp8_adapter_maps_an_empty_rows_lse(monkeypatch):
     assert torch.isneginf(lse[0]).all() and (out[0] == 0).all() and lse[1].isfinite().all()
 
 
+# --- SGLang 0.5.2x's Triton FP8 sparse decode: FlashMLA's layouts, any H and K, lse [B, 1, H] (+inf empty)
+
+
+def _fake_sglang_triton_decode():
+    import kernels_torch
+    calls = []
+
+    def triton_fp8_attention_fwd(q, k_cache, head_dim_v, softmax_scale, indices, attn_sink=None, **unused):
+        batch, s_q, heads, dim = q.shape
+        assert (s_q, dim, head_dim_v) == (1, 512, 512) and not unused and indices.shape[:2] == (batch, 1)
+        pages, page_size = k_cache.shape[:2]  # the kernel's block size is dim 1 of the cache
+        flat = k_cache.view(torch.uint8).reshape(pages, -1)  # as the kernel reads it: a view at the page stride
+        assert flat.data_ptr() == k_cache.data_ptr() and flat.stride(0) == k_cache.stride(0)
+        calls.append(flat.stride(0))
+        cache = torch.as_strided(k_cache, (pages, k_cache.stride(0)), (k_cache.stride(0), 1))
+        out, lse = kernels_torch.sparse_attention_fp8(q[:, 0], cache, indices[:, 0], page_size=page_size,
+                                                      sm_scale=softmax_scale, attn_sink=attn_sink)
+        return out[:, None], lse.masked_fill(torch.isneginf(lse), math.inf)[:, None, :]
+    return types.SimpleNamespace(triton_fp8_attention_fwd=triton_fp8_attention_fwd, calls=calls)
+
+
+def test_sglang_fp8_decode_adapter_layouts(monkeypatch):
+    fake = _fake_sglang_triton_decode()
+    monkeypatch.setattr(sglang_dsv4, "layout", lambda root=None: "kernels")
+    monkeypatch.setattr(sglang_dsv4, "_load", lambda submodule: fake)
+    passed, skipped = _run(sglang_dsv4, "sparse_attention_fp8", monkeypatch, "sglang_fake_decode", fake)
+    assert passed and not skipped  # any H and K
+    assert any(stride != 584 * 64 for stride in fake.calls)  # the engines' stride reaches the kernel
+    from harness import inputs as I
+    idx = torch.full((2, 64), -1, dtype=torch.int32)
+    idx[1, :3] = torch.arange(3)
+    out, lse = I.attention_fp8_inputs(heads=64, indices=idx, pool_rows=3, page_size=2, seed=1).call(
+        sglang_dsv4.sparse_attention_fp8)
+    assert torch.isneginf(lse[0]).all() and (out[0] == 0).all() and lse[1].isfinite().all()
+    monkeypatch.setattr(sglang_dsv4, "layout", lambda root=None: "jit_kernel")
+    with pytest.raises(contract.Unsupported, match="before 0.5.2x"):
+        I.attention_fp8_inputs(heads=64, indices=idx, pool_rows=3, page_size=2, seed=1).call(
+            sglang_dsv4.sparse_attention_fp8)
+
+
 # --- FlashInfer: 0.6's per-token slot table, 0.7's block table with page_size, the 0.6 decline
 
 
@@ -476,6 +516,8 @@ def test_slim_profiles_keep_what_the_adapters_load():
     for name in (f"{dsv4}/compress.py", f"{dsv4}/topk.py", f"{dsv4}/kv_layout.py", f"{dsv4}/candidate_table.py",
                  "sglang/kernels/jit/utils/compile/loader.py", "sglang/kernels/jit/include/sgl_kernel/tensor.h",
                  "sglang/srt/environ.py", "sglang/kernels/jit/csrc/occupancy/cluster_probe.cuh",
+                 f"{dsv4}/triton_sparse_decode/__init__.py",
+                 f"{dsv4}/triton_sparse_decode/triton_mla_kernels_decode_fused.py",
                  *(f"sglang/kernels/jit/csrc/deepseek_v4/{f}.cuh"
                    for f in ("c4_v2", "c128_v2", "c128_online_v2", "c_plan", "topk_v1", "topk_v2"))):
         assert kept("sglang", name), name
