@@ -3,9 +3,9 @@
 rows read once into shared memory by one CTA or by a thread-block cluster of 2, 4 or 8 CTAs, then
 selected there with the fast kernel's coarse histogram and candidate ranking
 (`dsv4_topk_indices_wide`); in a wide batch the rows of seq_len <= FAST_COLUMNS still go to the
-fast kernel (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `cluster` sends
-every shape to the cluster kernel with its three-digit radix (the default before these two), `v2`
-to the older register kernel."""
+fast kernel (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `wide` sends every
+shape to the wide kernels (no fast kernel), `cluster` to the cluster kernel with its three-digit
+radix (the default before these), `v2` to the older register kernel."""
 
 import functools
 import os
@@ -123,7 +123,7 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", split=True, 
         vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= columns), REGS_VECS[-1])
         return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, None)]
     cluster = cluster_size(batch, columns, sms, clusters)
-    if choice == "fast":  # the fast kernel's selection on the cluster kernel's chunks
+    if choice in ("fast", "wide"):  # the fast kernel's selection on the cluster kernel's chunks
         kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
     else:
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"

@@ -66,7 +66,7 @@ def test_topk_routes_name_compiled_kernels_that_fit(sms, clusters):
     for batch, columns, aligned in [(64, 16384, True), (256, 16384, True), (64, 65536, True), (64, 262144, True),
                                     (1, 65536, True), (64, 512, True), (2, 70001, False), (3, 3000, False),
                                     (300, 4096, True), (1, 16385, True), (256, 8192, False)]:
-        for choice in ("fast", "cluster", "v2"):
+        for choice in ("fast", "wide", "cluster", "v2"):
             if columns > clusters[-1] * T.MAX_CHUNK and not (choice == "v2" and columns <= 65536):
                 with pytest.raises(ValueError, match="exceed"):  # before any launch
                     T.launches(batch, columns, aligned, sms, clusters, choice=choice)
