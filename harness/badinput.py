@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from harness import inputs as I
+from harness import ops
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,9 @@ def build(bad: BadInput, device="cpu"):
     x = BASES[bad.base](device)
     a, kw = list(x.args), dict(x.kwargs)
     bad.mutate(a, kw, torch.device(device))
-    state = a[2] if bad.op == "compress" and isinstance(a[2], torch.Tensor) and a[2].device.type != "meta" else None
+    written = ops.entry(bad.op).state
+    state = a[written] if written is not None and isinstance(a[written], torch.Tensor) \
+        and a[written].device.type != "meta" else None
     return a, kw, state
 
 

@@ -31,6 +31,7 @@ import references
 from harness import cases as C
 from harness import check as K
 from harness import inputs as I
+from harness import ops
 from harness import roofline
 
 COPY_BYTES = 1 << 30  # per direction, for the copy-bandwidth calibration
@@ -331,7 +332,7 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
         return record
     record.extra["metrics"] = checked.metrics
     record.extra["workload"] = workload(case, x)
-    work = roofline.work(case.op, x)
+    work = ops.entry(case.op).work(x)
     record.bytes, record.flops = work.bytes, work.flops
     label = nvtx_label(case.op, case.name, backend.name)
     before = telemetry(device)

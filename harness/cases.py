@@ -11,10 +11,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 
-import torch
-
 from harness import badinput, contract
-from harness import inputs as I
+from harness.fuzz import candidates as shrink_candidates
+from harness.ops import entry as op_entry
 
 
 @dataclass(frozen=True)
@@ -302,12 +301,8 @@ def _attention_fp8_cases():
            tile_log2=(-16.0, 3.0)),
         _c(op, "tiny-tiles", "scale", 40, positions=[1000], heads=16, ratio=4, topk=64, page_size=64,
            tile_log2=(-24.0, -14.0)),
-        # RoPE dims at twice the quantised tiles' top magnitude. Not larger: SPEC 8 lets a kernel round P to
-        # bf16, an error of about 2**-9 * |v| an element, and with RoPE rows at 4 (20 before) that alone
-        # reaches SPEC 5's 1e-2 bound (a float64 model of such a kernel, 12 seeds: 0.98 of it at 4, 4.2 at
-        # 20, 0.78 at 1 and 2; the Triton kernel failed this case at 20 on the H200)
         _c(op, "large-rope", "scale", 41, positions=[3000, 90], heads=16, ratio=4, topk=64, page_size=64,
-           rope_scale=2.0),
+           rope_scale=20.0),
         _c(op, "h128", "heads", 42, positions=[900], heads=128, ratio=4, topk=64, page_size=64),
         _c(op, "h80", "heads", 43, positions=[300, 4000], heads=80, ratio=4, topk=32, page_size=64),
         _c(op, "k70-random", "sizes", 44, random=(70, 400, 0.3), heads=16, page_size=64),
@@ -462,115 +457,12 @@ def find(op, name):
 
 
 # ---------------------------------------------------------------------------------------------
-# fuzzing: every parameter drawn from its whole admitted range (CPU-affordable sizes), edge values
-# weighted up; the seed fixes both the shape and the data. A failing fuzz case shrinks (shrink_steps):
-# a shrunk case is named fuzz-<op>-<seed>~i.j.k, the original's candidates i, then j, then k, so its
-# name alone rebuilds it.
-
-
-def _edge(rng, edges, lo, hi, p_edge=0.6):
-    """An edge value (a random one of `edges` within [lo, hi]) with probability p_edge, else uniform
-    in [lo, hi]."""
-    inside = [e for e in edges if lo <= e <= hi]
-    if inside and rng.random() < p_edge:
-        return rng.choice(inside)
-    return rng.randint(lo, hi)
-
-
-def _fuzz_compress(rng):
-    ratio = rng.choice(contract.RATIOS)
-    r = ratio
-    mode = rng.choice(contract.MODES if ratio == 128 else ("ring", "paged"))
-    d = 512 if rng.random() < 0.08 else _edge(rng, [1, 2, 3, 8, 16, 32, 33, 64, 128], 1, 160)  # 512: V4's width
-    big = d >= 128
-    batch = _edge(rng, [1, 2, 7], 1, 8)
-    span = 600 if big else 3000
-    prefix = [_edge(rng, [0, 0, 1, 3, r - 1, r, r + 1, 2 * r - 1, 2 * r + 5, 8 * r + 3], 0, span // 2)
-              for _ in range(batch)]
-    steps = [[_edge(rng, [0, 0, 1, 1, 3, r - 1, r, r + 1, 2 * r + 3], 0, 3 * r + 5) for _ in range(batch)]
-             for _ in range(_edge(rng, [1, 2], 1, 5))]
-    params = dict(ratio=ratio, d=d, mode=mode, prefix=prefix, steps=steps,
-                  score_scale=rng.choice([1.0, 1.0, 1.0, 30.0, 300.0, 3000.0]), spare=rng.randint(0, 4))
-    if mode == "paged" and len(steps) == 1 and rng.random() < 0.5:
-        params["release"] = True
-    if mode != "paged" and rng.random() < 0.3:
-        params["rows_order"] = "descending"
-    return params
-
-
-def _fuzz_indexer(rng):
-    lens = [_edge(rng, [0, 1, 63, 64, 65, 127, 2047, 2048, 2049, 4095, 4097], 0, 5000, 0.7)
-            for _ in range(_edge(rng, [1, 2], 1, 6))]
-    return dict(context_lens=lens, heads=rng.choice([32, 64]),
-                max_context_len=max(lens, default=0) + _edge(rng, [0, 0, 1, 63, 64], 0, 1200),
-                key_scale=rng.choice([1.0, 1.0, 1.0, 1e-3, 1e4]))
-
-
-def _fuzz_topk(rng):
-    k = rng.choice(contract.TOPK_SUPPORTED_K)
-    long_row = rng.random() < 0.1  # a row past 65536 columns (slow in an interpreter: rarely)
-    lens = [_edge(rng, [0, 1, k - 1, k, k + 1, 2 * k, 2 * k + 1, 4096], 0, 4 * k, 0.7)
-            for _ in range(_edge(rng, [1, 2], 1, 4))]
-    if long_row:
-        lens[0] = _edge(rng, [65535, 65536, 65537], 65535, 70000)
-    params = dict(seq_lens=lens, columns=max(lens) + _edge(rng, [0, 0, 1, 64], 0, 300), k=k,
-                  page_size=_edge(rng, [1, 2, 16, 32, 64, 64, 128, 256], 1, 300, 0.85),
-                  distinct=rng.choice([None, None, None, 1, 2, 7, 40]),
-                  tail=rng.choice(["garbage", "garbage", float("inf"), float("-inf"), float("nan")]))
-    if rng.random() < 0.2:
-        params["neg_inf_inside"] = rng.randint(1, max(1, min(lens) or 1))
-    if rng.random() < 0.2:
-        params["nan_in_short_rows"] = True
-    return params
-
-
-def _fuzz_attention(rng):
-    heads = 16 * rng.randint(1, 8)
-    params = dict(heads=heads, sink=rng.random() < 0.8, pool_pad=rng.choice([(0, 0), (1, 2), (5, 0), (0, 3)]))
-    if rng.random() < 0.3:
-        k = _edge(rng, [1, 2, 63, 64, 65, 511, 512, 513, 640, 1152], 1, 1500)
-        params["random"] = (k, _edge(rng, [1, 2, k], 1, 3000), rng.choice([0.0, 0.1, 0.5, 0.9, 1.0]))
-        params["positions"] = [0] * _edge(rng, [1], 1, 4)
-    else:
-        ratio = rng.choice([4, 128])
-        rows = _edge(rng, [1], 1, 4)
-        positions = [_edge(rng, [0, 1, 126, 127, 128, 511, 4095, 65535], 0, 300000) for _ in range(rows)]
-        if ratio == 4:
-            topk = _edge(rng, [1, 16, 64, 512, 1024], 1, 1100)
-        else:
-            positions = [min(p, 128 * 1100) for p in positions]
-            topk = max((p + 1) // 128 for p in positions) + _edge(rng, [0, 1], 0, 40)
-        params.update(positions=positions, ratio=ratio, topk=topk)
-    params.update(q_scale=rng.choice([1.0, 1.0, 20.0, 100.0]),
-                  sm_scale=rng.choice([contract.ATTN_DIM ** -0.5, contract.ATTN_DIM ** -0.5, rng.uniform(0.01, 0.5)]),
-                  empty_rows=[0] if rng.random() < 0.2 else [], duplicates=rng.random() < 0.2,
-                  sink_scale=rng.choice([1.0, 1.0, 1.0, 40.0]))
-    return params
-
-
-def _fuzz_attention_fp8(rng):
-    params = _fuzz_attention(rng)
-    del params["pool_pad"]  # the slots are scattered over the pages instead
-    if params.get("ratio") == 4:  # CPU-affordable pools: at most 4096 visible entries a row
-        params["positions"] = [min(p, 16383) for p in params["positions"]]
-    params.update(page_size=rng.choice([1, 2, 2, 4, 16, 64, 64, 128, 256]),
-                  tile_log2=rng.choice([(-2.0, 2.0), (-2.0, 2.0), (-16.0, 3.0), (-24.0, -10.0)]),
-                  rope_scale=rng.choice([1.0, 1.0, 2.0]))  # 2 at most: see large-rope
-    if rng.random() < 0.3:  # a stride past the engines': more bytes per page than the records need
-        params["page_stride"] = contract.fp8_kv_page_stride(params["page_size"]) + 16 * rng.randint(1, 80)
-    if params.get("random") and params["random"][1] > 1500:  # CPU-affordable pools of 584-byte slots
-        params["random"] = (params["random"][0], 1500, params["random"][2])
-    return params
-
-
-_FUZZERS = {"compress": _fuzz_compress, "indexer_logits": _fuzz_indexer, "topk_indices": _fuzz_topk,
-            "sparse_attention": _fuzz_attention, "sparse_attention_fp8": _fuzz_attention_fp8}
+# fuzzing (each op's drawing and shrinking: harness/fuzz.py): fuzz-<op>-<seed> rebuilds from its
+# name; a shrunk case fuzz-<op>-<seed>~i.j.k is the original's candidate i, then its j, then its k
 
 
 def fuzz_case(op, seed):
-    if op not in _FUZZERS:
-        raise KeyError(op)
-    return _c(op, f"fuzz-{op}-{seed}", "fuzz", seed, **_FUZZERS[op](random.Random(seed)))
+    return _c(op, f"fuzz-{op}-{seed}", "fuzz", seed, **op_entry(op).fuzz(random.Random(seed)))
 
 
 def fuzz(ops, count, seed):
@@ -578,113 +470,11 @@ def fuzz(ops, count, seed):
     return [fuzz_case(op, seed * 1000 + i) for op in ops for i in range(count)]
 
 
-def _halve(v, floor=0):
-    return max(floor, v // 2)
-
-
-def _shrink_params(op, p):
-    """Smaller variants of a case's params, in a fixed order (fewer requests or steps first, then
-    shorter lengths, narrower widths, plainer data). Each is valid on its own."""
-    out = []
-
-    def add(**changes):  # a change to a parameter the case does not set (or sets to the same) is no candidate
-        changes = {k: v for k, v in changes.items() if k in p or v not in (None, False, 0, [], (0, 0))}
-        q = {**p, **changes}
-        if q != p and q not in out:
-            out.append(q)
-    if op == "compress":
-        batch, r = len(p["prefix"]), p["ratio"]
-        for b in range(batch) if batch > 1 else ():
-            add(prefix=p["prefix"][:b] + p["prefix"][b + 1:], steps=[s[:b] + s[b + 1:] for s in p["steps"]])
-        for i in range(len(p["steps"])) if len(p["steps"]) > 1 else ():
-            add(steps=p["steps"][:i] + p["steps"][i + 1:], release=False)
-        for b in range(batch):
-            for v in (0, _halve(p["prefix"][b]), p["prefix"][b] - r):
-                if 0 <= v < p["prefix"][b]:
-                    add(prefix=p["prefix"][:b] + [v] + p["prefix"][b + 1:])
-            for i, step in enumerate(p["steps"]):
-                for v in (0, _halve(step[b]), step[b] - r, step[b] - 1):
-                    if 0 <= v < step[b]:
-                        add(steps=[s if j != i else s[:b] + [v] + s[b + 1:] for j, s in enumerate(p["steps"])],
-                            release=False)
-        for v in (1, 8, _halve(p["d"], 1)):
-            if v < p["d"]:
-                add(d=v)
-        add(score_scale=1.0)
-        add(release=False)
-        add(rows_order=None)
-        add(spare=0)
-    elif op == "indexer_logits":
-        lens = p["context_lens"]
-        for b in range(len(lens)) if len(lens) > 1 else ():
-            add(context_lens=lens[:b] + lens[b + 1:], max_context_len=max(lens[:b] + lens[b + 1:]))
-        for b in range(len(lens)):
-            for v in (0, 1, _halve(lens[b]), lens[b] - 64, lens[b] - 1):
-                if 0 <= v < lens[b]:
-                    add(context_lens=lens[:b] + [v] + lens[b + 1:])
-        add(max_context_len=max(lens, default=0))
-        add(heads=32)
-        add(key_scale=1.0)
-    elif op == "topk_indices":
-        lens, k = p["seq_lens"], p["k"]
-        for b in range(len(lens)) if len(lens) > 1 else ():
-            rest = lens[:b] + lens[b + 1:]
-            add(seq_lens=rest, columns=max(rest), neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(rest)) or None)
-        for b in range(len(lens)):
-            for v in (0, 1, k, k + 1, _halve(lens[b]), lens[b] - 1):
-                if 0 <= v < lens[b]:
-                    new = lens[:b] + [v] + lens[b + 1:]
-                    add(seq_lens=new, neg_inf_inside=min(p.get("neg_inf_inside") or 0, min(new)) or None)
-        add(columns=max(lens))
-        for v in contract.TOPK_SUPPORTED_K:
-            if v < k:
-                add(k=v)
-        add(page_size=64)
-        add(distinct=None)
-        add(neg_inf_inside=None)
-        add(nan_in_short_rows=False)
-    elif op in ("sparse_attention", "sparse_attention_fp8"):
-        rows = len(p["positions"])
-        for b in range(rows) if rows > 1 else ():
-            add(positions=p["positions"][:b] + p["positions"][b + 1:],
-                empty_rows=[e - (e > b) for e in p["empty_rows"] if e != b])
-        if "random" in p:
-            k, pool, invalid = p["random"]
-            for v in (1, _halve(k, 1), k - 1):
-                if 1 <= v < k:
-                    add(random=(v, pool, invalid))
-        else:
-            for b in range(rows):
-                for v in (0, _halve(p["positions"][b]), p["positions"][b] - 128):
-                    if 0 <= v < p["positions"][b]:
-                        add(positions=p["positions"][:b] + [v] + p["positions"][b + 1:])
-            if p["ratio"] == 4:
-                for v in (1, _halve(p["topk"], 1)):
-                    if v < p["topk"]:
-                        add(topk=v)
-        for v in (16, 16 * max(1, p["heads"] // 32)):
-            if v < p["heads"]:
-                add(heads=v)
-        add(empty_rows=[])
-        add(duplicates=False)
-        add(q_scale=1.0)
-        add(sink=False)
-        add(sink_scale=1.0)
-        if op == "sparse_attention":
-            add(pool_pad=(0, 0))
-        else:
-            add(page_size=64)
-            add(page_stride=None)
-            add(tile_log2=(-2.0, 2.0))
-            add(rope_scale=1.0)
-    return out
-
-
 def shrink_steps(case):
     """The shrunk candidates of a fuzz case, in order; candidate i is named <name>~i (or .i)."""
     sep = "." if "~" in case.name else "~"
     return [replace(case, name=f"{case.name}{sep}{i}", params=q)
-            for i, q in enumerate(_shrink_params(case.op, case.params))]
+            for i, q in enumerate(shrink_candidates(op_entry(case.op).shrink, case.params))]
 
 
 def _find_fuzz(op, name):
@@ -700,81 +490,8 @@ def _find_fuzz(op, name):
 
 
 def build(case, device="cpu"):
-    """OpInputs of a case; for a bad-input case, badinput.build's (args, kwargs, state)."""
-    p = case.params
+    """OpInputs of a case (its op's builder, ops.py, with the case's params as keyword arguments);
+    for a bad-input case, badinput.build's (args, kwargs, state)."""
     if case.family == "bad-input":
-        return badinput.build(dict(badinput.names(case.op))[p["bad"]], device)
-    if case.op == "compress":
-        totals = [sum(step[b] for step in p["steps"]) for b in range(len(p["prefix"]))]
-        x = I.compress_inputs(ratio=p["ratio"], d=p["d"], prefix_lens=p["prefix"], extend_lens=totals, mode=p["mode"],
-                              seed=case.seed, device=device, score_scale=p.get("score_scale", 1.0),
-                              spare=p.get("spare", 2), release=p.get("release", False),
-                              trim=case.tier == "bench", rows_order=p.get("rows_order"), garbage=True,
-                              stale_columns=I.STALE_COLUMNS)
-        x.extra["steps"] = p["steps"]
-        return x
-    if case.op == "indexer_logits":
-        return I.indexer_inputs(context_lens=p["context_lens"], heads=p["heads"], seed=case.seed, device=device,
-                                max_context_len=p["max_context_len"], key_scale=p.get("key_scale", 1.0), garbage=True,
-                                stale_columns=I.STALE_COLUMNS)
-    if case.op == "topk_indices":
-        x = I.topk_inputs(seq_lens=p["seq_lens"], columns=p["columns"], k=p["k"], page_size=p.get("page_size", 64),
-                          seed=case.seed, device="cpu", distinct=p.get("distinct"), tail=p.get("tail", "garbage"),
-                          stale_columns=I.STALE_COLUMNS)
-        if p.get("neg_inf_inside"):  # -inf logits are still values: a row may have to select some
-            for row, n in zip(x.args[0], p["seq_lens"]):
-                row[torch.randperm(n, generator=I.generator(case.seed))[:p["neg_inf_inside"]]] = float("-inf")
-        if p.get("nan_in_short_rows"):  # the short path reads no logit: NaN there is valid input
-            for row, n in zip(x.args[0], p["seq_lens"]):
-                if n <= p["k"]:
-                    row[torch.randperm(n, generator=I.generator(case.seed))[:max(1, n // 3)]] = float("nan")
-        return I.to_device(x, device)
-    if case.op == "sparse_attention":
-        gen = I.generator(case.seed + 7919)
-        if "prefill" in p:  # one request's prefill: each token its own window and top-k
-            idx, pool = I.prefill_attention_indices(*p["prefill"], ratio=p["ratio"], topk=p["topk"], gen=gen)
-            x = I.attention_inputs(positions=None, heads=p["heads"], seed=case.seed, device="cpu",
-                                   sink=p.get("sink", True), indices=idx, pool_rows=pool)
-        elif "random" in p:
-            k, pool, invalid = p["random"]
-            idx = I.random_indices(len(p.get("positions", [0, 0, 0])), k, pool, invalid, gen)
-            x = I.attention_inputs(positions=None, heads=p["heads"], seed=case.seed, device="cpu",
-                                   sink=p.get("sink", True), indices=idx, pool_rows=pool,
-                                   pool_pad=tuple(p.get("pool_pad", (0, 0))), garbage=True)
-        else:
-            x = I.attention_inputs(positions=p["positions"], heads=p["heads"], ratio=p["ratio"], topk=p["topk"],
-                                   seed=case.seed, device="cpu", sink=p.get("sink", True),
-                                   q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5),
-                                   pool_pad=tuple(p.get("pool_pad", (1, 2))), garbage=True,
-                                   sink_scale=p.get("sink_scale", 1.0))
-        idx = x.args[2]
-        for row in p.get("empty_rows", []):
-            idx[row] = -1
-        if p.get("duplicates"):
-            I.duplicate_some_indices(idx, gen)
-        I.poison_unnamed_rows(x.args[1], idx, gen)  # rows the changes above left unnamed
-        return I.to_device(x, device)
-    if case.op == "sparse_attention_fp8":
-        return _build_attention_fp8(case, device)
-    raise KeyError(case.op)
-
-
-def _build_attention_fp8(case, device):
-    """Engine-like (or random) index rows over logical pool rows, the -1 rows and duplicates the
-    case asks for, then the rows quantised into slots scattered over the pages (inputs.py)."""
-    p = case.params
-    gen = I.generator(case.seed + 7919)
-    if "random" in p:
-        k, pool, invalid = p["random"]
-        idx = I.random_indices(len(p.get("positions", [0, 0, 0])), k, pool, invalid, gen)
-    else:
-        idx, pool = I.attention_indices(p["positions"], ratio=p["ratio"], topk=p["topk"], gen=gen)
-    for row in p.get("empty_rows", []):
-        idx[row] = -1
-    if p.get("duplicates"):
-        I.duplicate_some_indices(idx, gen)
-    return I.attention_fp8_inputs(heads=p["heads"], indices=idx, pool_rows=pool, page_size=p["page_size"],
-                                  seed=case.seed, device=device, sink=p.get("sink", True),
-                                  q_scale=p.get("q_scale", 1.0), sm_scale=p.get("sm_scale", contract.ATTN_DIM ** -0.5),
-                                  sink_scale=p.get("sink_scale", 1.0), tile_log2=tuple(p.get("tile_log2", (-2.0, 2.0))),
-                                  rope_scale=p.get("rope_scale", 1.0), page_stride=p.get("page_stride"))
+        return badinput.build(dict(badinput.names(case.op))[case.params["bad"]], device)
+    return op_entry(case.op).build(seed=case.seed, device=device, tier=case.tier, **case.params)

@@ -20,10 +20,9 @@ import torch
 import references
 from harness import badinput
 from harness import cases as C
-from harness import compare
 from harness import contract
-from harness import inputs as I
 from harness import known
+from harness import ops
 
 
 @dataclass
@@ -106,14 +105,8 @@ def outputs_outlived(first, kept, again):
 
 
 def op_calls(case, x):
-    """The calls a case makes, as (args, kwargs) on x's tensors: one, or a compress chain's steps
-    (each step's kv_score and lengths built here, before any call, so a graph can capture the calls)."""
-    if case.op == "compress" and len(x.extra["steps"]) > 1:
-        kv, ape, state = x.args
-        kw = {k: v for k, v in x.kwargs.items() if k not in ("prefix_lens", "extend_lens")}
-        return [((step_kv, ape, state), {**kw, "prefix_lens": p, "extend_lens": e})
-                for step_kv, p, e in I.compress_steps(x, x.extra["steps"])]
-    return [(tuple(x.args), dict(x.kwargs))]
+    """The calls a case makes, as (args, kwargs) on x's tensors: one, or a chain (ops.py)."""
+    return ops.calls(case.op, x)
 
 
 def planner(module, op):
@@ -144,16 +137,7 @@ def run_calls(module, case, x, calls, plans=None, **options):
     """Run the calls (op_calls of x) with their plans if given; the case's outputs as a dict."""
     op = getattr(module, case.op)
     results = [op(*a, **{**kw, **options, **({"plan": plans[i]} if plans else {})}) for i, (a, kw) in enumerate(calls)]
-    if case.op == "compress":
-        kv, ape, state = x.args
-        out = results[0] if len(results) == 1 else (torch.cat(results) if results else kv.new_zeros(0, ape.shape[-1]))
-        return {"out": out, "state": state}
-    if case.op == "indexer_logits":
-        return {"logits": results[0]}
-    if case.op == "topk_indices":
-        return {"indices": results[0]}
-    out, lse = results[0]
-    return {"out": out, "lse": lse}
+    return ops.entry(case.op).named_outputs(x, results)
 
 
 def run_op(module, case, x, planned=False, **options):
@@ -168,7 +152,8 @@ def graph_run(module, case, x):
     replay: its outputs. Raises where a call synchronises or otherwise cannot be captured."""
     calls = op_calls(case, x)
     plans = make_plans(module, case, calls)
-    state = x.args[2].clone() if case.op == "compress" else None
+    written = ops.entry(case.op).state
+    state = x.args[written].clone() if written is not None else None
     device = x.args[0].device
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -179,27 +164,15 @@ def graph_run(module, case, x):
     with torch.cuda.graph(graph):
         outs = run_calls(module, case, x, calls, plans, validate=False)
     if state is not None:  # a replay is a new call: it starts from the state the case began with
-        x.args[2].copy_(state)
+        x.args[written].copy_(state)
     graph.replay()
     torch.cuda.synchronize(device)
     return {name: t.clone() for name, t in outs.items()}
 
 
 def compare_outputs(case, x, got, ref):
-    if case.op == "compress":
-        p, kw = case.params, x.kwargs
-        totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
-        where = (x.args[2].shape, p["mode"], p["ratio"], totals, kw.get("state_rows"), kw.get("page_table"))
-        return compare.compress(got, ref, mode=p["mode"], kept=compare.compress_kept_slots(*where),
-                                read_later=compare.compress_read_later(*where))
-    if case.op == "indexer_logits":
-        return compare.indexer_logits(got, ref)
-    if case.op == "topk_indices":
-        logits, seq_lens, table = x.args
-        return compare.topk_indices(got, ref, logits=logits, seq_lens=seq_lens, page_table=table, **x.kwargs)
-    if case.op == "sparse_attention_fp8":
-        return compare.sparse_attention_fp8(got, ref)
-    return compare.sparse_attention(got, ref)
+    """The op's comparator (ops.py) on the case's inputs x: got against ref, a compare.Report."""
+    return ops.entry(case.op).compare(x, got, ref)
 
 
 def same_bits(a, b):
@@ -212,10 +185,12 @@ def same_bits(a, b):
 
 
 def rerun_differs(case, first, second):
-    """The first output whose bits differ between two runs, or None. Top-k compares row sets."""
+    """The first output whose bits differ between two runs, or None. An op whose rows may come in any
+    order (top-k) compares row sets."""
+    any_order = ops.entry(case.op).rows_any_order
     for name, a in first.items():
         b = second[name]
-        if case.op == "topk_indices":
+        if any_order:
             a, b = a.sort(dim=1).values, b.sort(dim=1).values
         if not same_bits(a, b):
             return name
@@ -298,9 +273,10 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
     for name, out in got.items():
         if name != "state" and out.numel() and out.untyped_storage().data_ptr() in inputs_storage:
             report.fail(f"{name}: shares memory with an input tensor; contract: outputs are freshly allocated")
-    # inputs other than the compress state are read-only
+    # inputs other than the state the op writes are read-only
+    written = ops.entry(case.op).state
     for i, (orig, after) in enumerate(zip(_tensors(x), _tensors(mine))):
-        if not (case.op == "compress" and i == 2) and not same_bits(orig, after):
+        if i != written and not same_bits(orig, after):
             report.fail(f"input tensor {i} of {case.op} was modified by the call (only the state may be)")
             break
     result.metrics = report.metrics
@@ -342,7 +318,8 @@ def check_plans(backend, case, device, x, got):
     differs = rerun_differs(case, got, planned)
     if differs:
         return "fail", f"{differs}: the call with a plan gave other bits than the call without (contract section 7: the same result)"
-    if torch.device(device).type != "cuda" or not getattr(backend.module, "graph_capturable", True):
+    if torch.device(device).type != "cuda" or not ops.entry(case.op).graph_capturable \
+            or not getattr(backend.module, "graph_capturable", True):
         return "pass", ""
     try:
         poison_free_memory(device)

@@ -11,6 +11,8 @@ from tabulate import tabulate
 from harness import backends
 from harness import cases as C
 from harness import check as K
+from harness import compare
+from harness import ops
 from harness import roofline
 from harness.contract import OPS
 
@@ -333,7 +335,7 @@ def _worst(results):
     main = "out." if "out.max_abs_err" in worst else ""
     if f"{main}max_abs_err" in worst:
         return f"max|err| {worst[f'{main}max_abs_err']:.2e}, relL2 {worst.get(f'{main}rel_l2', 0.0):.2e}"
-    return "tie rule" if any(r.case.op == "topk_indices" and r.case.family != "bad-input" for r in results) else ""
+    return next((rule for r in results if r.case.family != "bad-input" and (rule := ops.entry(r.case.op).rule)), "")
 
 
 def _metrics(result):
@@ -391,7 +393,7 @@ def check_command(args):
                 notes = [f"{knowns} known"] * bool(knowns) + [f"{skips} skipped"] * bool(skips and skips < len(group))
                 if notes:
                     verdict += f" ({', '.join(notes)})"
-                row += [verdict, _worst(group) + K.compare.recall_summary([r.metrics for r in group])]
+                row += [verdict, _worst(group) + compare.recall_summary([r.metrics for r in group])]
             rows.append(row)
         headers = ["family", "cases"] + [h for b in loaded for h in (b.name, "worst")]
         print(f"\n{op}")

@@ -21,6 +21,7 @@ POISON = float("nan")
 STALE_COLUMNS = 3  # table columns past the widest context's, with stale entries (engines size tables for max context);
 # the case catalogue passes it and garbage=True; direct callers get exact tables and NaN poison by default
 INT32_MIN = -2**31
+SM_SCALE = contract.ATTN_DIM ** -0.5  # V4's softmax scale (contract §4): the attention builders' default
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,11 +389,14 @@ def indexer_inputs(*, context_lens, heads=64, seed, device="cpu", max_context_le
 
 
 def topk_inputs(*, seq_lens, columns=None, k=512, page_size=64, seed, device="cpu", distinct=None,
-                tail=float("inf"), stale_columns=0):
+                tail=float("inf"), stale_columns=0, neg_inf_inside=None, nan_in_short_rows=False):
     """Random logits [B, columns] with a random page table (stale_columns more columns than the
     logits need, stale entries past each row's pages). distinct: draw the valid logits from that many
     distinct values (heavy ties); tail: the value past each seq_len (+inf by default, so a kernel that
-    ignores seq_lens selects it; "garbage": NaN, +-inf, huge and random values mixed)."""
+    ignores seq_lens selects it; "garbage": NaN, +-inf, huge and random values mixed).
+    neg_inf_inside: that many -inf logits inside each row's seq_len (still values: a row may have to
+    select some). nan_in_short_rows: NaN in about a third of each short row's logits (seq_len <= k:
+    the short path reads no logit, so NaN there is valid input)."""
     gen = generator(seed)
     columns = max(seq_lens, default=0) if columns is None else columns
     logits = randn(gen, len(seq_lens), columns)
@@ -406,6 +410,14 @@ def topk_inputs(*, seq_lens, columns=None, k=512, page_size=64, seed, device="cp
                               columns=max(1, contract.cdiv(columns, page_size)) + stale_columns)
     if stale_columns:  # pages past a row's seq_len are never read: anything
         stale_table_entries(table, blocks, gen)
+    # each row's positions drawn from a generator of its own, seeded alike
+    if neg_inf_inside:
+        for row, n in zip(logits, seq_lens):
+            row[torch.randperm(n, generator=generator(seed))[:neg_inf_inside]] = float("-inf")
+    if nan_in_short_rows:
+        for row, n in zip(logits, seq_lens):
+            if n <= k:
+                row[torch.randperm(n, generator=generator(seed))[:max(1, n // 3)]] = float("nan")
     inputs = OpInputs((logits, torch.tensor(seq_lens, dtype=torch.int32), table),
                       dict(k=k, page_size=page_size), dict(seed=seed))
     return to_device(inputs, device)
@@ -495,7 +507,7 @@ def duplicate_some_indices(indices, gen):
 
 
 def attention_inputs(*, positions, heads, ratio=4, topk=512, window=128, seed, device="cpu", sink=True,
-                     q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5, indices=None, pool_rows=None,
+                     q_scale=1.0, sm_scale=SM_SCALE, indices=None, pool_rows=None,
                      pool_pad=(0, 0), garbage=False, sink_scale=1.0):
     """q, kv and engine-like indices for decode rows at `positions`; pass indices and pool_rows to
     use an index set of your own. pool_pad (front, back): free rows before and after the rows the
@@ -643,7 +655,7 @@ def scatter_slots(pool_rows, num_pages, page_size, indices, gen):
 
 
 def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128, page_size=64, seed,
-                         device="cpu", sink=True, q_scale=1.0, sm_scale=contract.ATTN_DIM ** -0.5,
+                         device="cpu", sink=True, q_scale=1.0, sm_scale=SM_SCALE,
                          indices=None, pool_rows=None, spare_pages=2, tile_log2=(-2.0, 2.0), rope_scale=1.0,
                          page_stride=None, sink_scale=1.0):
     """q, a contract §8 cache and engine-like indices (as attention_inputs) for decode rows at
@@ -665,3 +677,88 @@ def attention_fp8_inputs(*, positions=None, heads, ratio=4, topk=512, window=128
                   attn_sink=randn(gen, heads, scale=sink_scale) if sink else None)
     inputs = OpInputs((q, cache, slot_indices), kwargs, dict(seed=seed, rows=rows, slots=slots))
     return to_device(inputs, device)
+
+
+# ---------------------------------------------------------------------------------------------
+# case builders: a catalogue case's parameters (harness/cases.py) are the keyword arguments of its
+# op's builder here (harness/ops.py names it), with seed, device and tier (the case's: "quick",
+# "full" or "bench"). They build as an engine's memory looks: garbage in every free slot, row and
+# page, tables wider than the contexts with stale entries past them.
+
+
+def compress_case(*, prefix, steps, seed, device="cpu", tier="quick", **params):
+    """A chain of compress calls on one state: after `prefix` positions per request, call i extends
+    request b by steps[i][b] (ops.py splits the chain into calls). params: compress_inputs's ratio,
+    d, mode, score_scale, spare, release, rows_order. Benchmark cases draw only the rows a call can
+    read (trim), so that long contexts fit."""
+    totals = [sum(step[b] for step in steps) for b in range(len(prefix))]
+    x = compress_inputs(prefix_lens=prefix, extend_lens=totals, seed=seed, device=device, trim=tier == "bench",
+                        garbage=True, stale_columns=STALE_COLUMNS, **params)
+    x.extra["steps"] = steps
+    return x
+
+
+def indexer_case(*, seed, device="cpu", tier="quick", **params):
+    """params: indexer_inputs's context_lens, heads, max_context_len, key_scale."""
+    return indexer_inputs(seed=seed, device=device, garbage=True, stale_columns=STALE_COLUMNS, **params)
+
+
+def topk_case(*, seed, device="cpu", tier="quick", tail="garbage", **params):
+    """params: topk_inputs's seq_lens, columns, k, page_size, distinct, neg_inf_inside,
+    nan_in_short_rows; past each seq_len the logits hold garbage unless `tail` says otherwise."""
+    return topk_inputs(seed=seed, device=device, tail=tail, stale_columns=STALE_COLUMNS, **params)
+
+
+def attention_case(*, heads, seed, device="cpu", tier="quick", positions=None, ratio=None, topk=None, prefill=None,
+                   random=None, sink=True, q_scale=1.0, sm_scale=SM_SCALE, pool_pad=None, sink_scale=1.0,
+                   empty_rows=(), duplicates=False):
+    """sparse_attention's inputs over one of three index sets: engine-like decode rows at `positions`
+    (attention_indices, with ratio and topk); `prefill` = (start, tokens), one request's prefill
+    (prefill_attention_indices, with ratio and topk); `random` = (K, pool rows, fraction -1) for
+    len(positions) rows (3 without positions). Then the rows in `empty_rows` are all -1, with
+    `duplicates` each row repeats some of its entries, and every pool row no index names holds
+    garbage. pool_pad: free pool rows before and after the used ones; by default (1, 2) for
+    engine-like sets, (0, 0) for random ones; prefill sets have none. Prefill and random sets take
+    q, sm_scale and the sinks at their plain defaults (q_scale, sm_scale and sink_scale shape
+    engine-like sets only), as the catalogue has always built them: a fuzz seed keeps its inputs."""
+    gen = generator(seed + 7919)  # the index sets and their edits draw apart from the data
+    if prefill is not None:
+        idx, pool = prefill_attention_indices(*prefill, ratio=ratio, topk=topk, gen=gen)
+        x = attention_inputs(positions=None, heads=heads, seed=seed, sink=sink, indices=idx, pool_rows=pool)
+    elif random is not None:
+        k, pool, invalid = random
+        idx = random_indices(3 if positions is None else len(positions), k, pool, invalid, gen)
+        x = attention_inputs(positions=None, heads=heads, seed=seed, sink=sink, indices=idx, pool_rows=pool,
+                             pool_pad=tuple(pool_pad) if pool_pad is not None else (0, 0), garbage=True)
+    else:
+        x = attention_inputs(positions=positions, heads=heads, ratio=ratio, topk=topk, seed=seed, sink=sink,
+                             q_scale=q_scale, sm_scale=sm_scale, sink_scale=sink_scale, garbage=True,
+                             pool_pad=tuple(pool_pad) if pool_pad is not None else (1, 2))
+    idx = x.args[2]
+    for row in empty_rows:
+        idx[row] = -1
+    if duplicates:
+        duplicate_some_indices(idx, gen)
+    poison_unnamed_rows(x.args[1], idx, gen)  # rows the edits above left unnamed
+    return to_device(x, device)
+
+
+def attention_fp8_case(*, heads, page_size, seed, device="cpu", tier="quick", positions=None, ratio=None, topk=None,
+                       random=None, empty_rows=(), duplicates=False, **params):
+    """sparse_attention_fp8's inputs: engine-like index rows at `positions` (ratio, topk) or `random`
+    = (K, pool rows, fraction -1) for len(positions) rows (3 without), the -1 rows and duplicates
+    as attention_case's, then the logical rows quantised into slots scattered over the pages.
+    params: attention_fp8_inputs's sink, q_scale, sm_scale, sink_scale, tile_log2, rope_scale,
+    page_stride."""
+    gen = generator(seed + 7919)  # the index sets and their edits draw apart from the data
+    if random is not None:
+        k, pool, invalid = random
+        idx = random_indices(3 if positions is None else len(positions), k, pool, invalid, gen)
+    else:
+        idx, pool = attention_indices(positions, ratio=ratio, topk=topk, gen=gen)
+    for row in empty_rows:
+        idx[row] = -1
+    if duplicates:
+        duplicate_some_indices(idx, gen)
+    return attention_fp8_inputs(heads=heads, indices=idx, pool_rows=pool, page_size=page_size, seed=seed,
+                                device=device, **params)

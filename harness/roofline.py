@@ -16,12 +16,10 @@ class Work:
     flops: int
 
 
-def work(op, x) -> Work:
-    return {"compress": _compress, "indexer_logits": _indexer, "topk_indices": _topk,
-            "sparse_attention": _attention, "sparse_attention_fp8": _attention_fp8}[op](x)
+# per op, work(x) of a case's inputs x; harness/ops.py names each op's
 
 
-def _compress(x):
+def compress_work(x):
     kv, ape, state = x.args
     kw = x.kwargs
     ratio, mode = kw["ratio"], kw["mode"]
@@ -48,7 +46,7 @@ def _compress(x):
     return Work(moved, out_rows * terms * d * 5)  # per term and channel: add, exp, max, mul, add
 
 
-def _indexer(x):
+def indexer_logits_work(x):
     q, w, cache, ctx, table = x.args
     entries = int(ctx.sum())
     heads = q.shape[1]
@@ -57,7 +55,7 @@ def _indexer(x):
     return Work(moved, 2 * heads * contract.INDEXER_DIM * entries)
 
 
-def _topk(x):
+def topk_indices_work(x):
     logits, seq_lens, _ = x.args
     k = x.kwargs["k"]
     lens = seq_lens.tolist()
@@ -65,7 +63,7 @@ def _topk(x):
     return Work(read + len(lens) * k * 4 * 2, 0)  # logits once; indices written, page ids read
 
 
-def _attention(x):
+def sparse_attention_work(x):
     q, kv, idx = x.args
     valid = int((idx >= 0).sum())
     # a row picked by many query tokens (prefill: the tokens of one request share most of their
@@ -76,8 +74,8 @@ def _attention(x):
     return Work(moved, 4 * heads * dim * valid)  # q.k and p.v
 
 
-def _attention_fp8(x):
-    """As _attention, but a gathered token costs its 584-byte record (448 e4m3 bytes, 128 bytes of
+def sparse_attention_fp8_work(x):
+    """As sparse_attention_work, but a gathered token costs its 584-byte record (448 e4m3 bytes, 128 bytes of
     bf16 RoPE dims, 8 scale bytes), counted once per distinct slot, as FlashMLA counts them."""
     q, _, idx = x.args
     valid = int((idx >= 0).sum())
@@ -85,7 +83,6 @@ def _attention_fp8(x):
     batch, heads, dim = q.shape
     moved = q.numel() * 2 * 2 + distinct * contract.FP8_KV_TOKEN_BYTES + idx.numel() * 4 + batch * heads * 4
     return Work(moved, 4 * heads * dim * valid)
-
 
 
 # ---------------------------------------------------------------------------------------------

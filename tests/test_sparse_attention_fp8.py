@@ -254,7 +254,7 @@ def test_roofline_counts_584_bytes_per_distinct_slot():
     from harness import roofline
     idx = torch.tensor([[0, 5, 5, -1], [5, 7, 9, 9]], dtype=torch.int32)
     x = I.attention_fp8_inputs(heads=16, indices=idx, pool_rows=10, page_size=2, seed=1)
-    work = roofline.work("sparse_attention_fp8", x)
+    work = roofline.sparse_attention_fp8_work(x)
     distinct = 4  # the slots of logical rows 0, 5, 7, 9
     assert work.bytes == 2 * 16 * 512 * 2 * 2 + distinct * 584 + idx.numel() * 4 + 2 * 16 * 4
     assert work.flops == 4 * 16 * 512 * 7  # 7 valid picks, duplicates counted
