@@ -1082,112 +1082,162 @@ __global__ void __launch_bounds__(256, 1)
 
 
 // ---------------------------------------------------------------------------------------------
-// dsv4_sparse_attention_fp8_pipe (sm_90a): sparse_attention_fp8 with the dequantisation overlapped
-// with the MMAs. The wgmma kernel over WgFp8Rows dequantises tile i between its copy and its MMAs
-// (one bf16 tile fits beside Q and the raw stages). Here tiles are 32 rows, so two bf16 tiles fit
-// (Q 64 KB + 2 x 32 KB) with four raw stages (4 x 18.5 KB) and the S partials (16 KB): 225,024
-// bytes. Per tile i (two warpgroups, 64 heads, O split by dims as in the wgmma kernel):
-//   top barrier (tile i's bf16 tile complete; raw tile i + 1 landed; tile i - 1 done by all)
-//   copy raw tile i + 4 into the stage tile i left (4 tiles, 128 rows, in flight)
-//   S = Q K^T on bf16 tile i (wgmma m64n32k16 x 16 a warpgroup, async)
-//     meanwhile: dequantise rows 0..15 of raw tile i + 1 into the other bf16 tile
-//   partial S exchange, online softmax (O rescaled only where a row max moved)
-//   O += P V (wgmma m64n256k16 x 2, P from registers, async)
-//     meanwhile: dequantise rows 16..31 of raw tile i + 1
-// so the conversion (and the copies' issue) runs while the tensor cores work instead of before.
-// Row flags: raw stage flags written with the copies, carried to the bf16 tile's flags by the
-// dequantisation (the raw stage is refilled before tile i's softmax reads them).
+// The "pipe" kernels (sm_90a): 32-row tiles, so more of them fit in shared memory beside Q (64 KB)
+// and the S partials (16 KB), and more gathered rows are in flight while the tensor cores work.
+// The wgmma kernel has one 64-row tile in flight during a tile's math (bf16: 2 stages of 64 KB;
+// FP8: dequantised between copy and MMAs, one bf16 tile). Here:
+// - bf16 (PipeBf16Rows): 4 stages of 32 rows (214,528 bytes): tiles i + 1 .. i + 3 (96 rows) are in
+//   flight while tile i is multiplied;
+// - FP8 (PipeFp8Rows): two bf16 tiles and 4 raw stages of 32 records (225,024 bytes): raw tiles
+//   i + 1 .. i + 4 in flight, and raw tile i + 1 is dequantised into the other bf16 tile while the
+//   tensor cores multiply tile i (rows 0..15 under the S wgmma, rows 16..31 under the P V wgmma),
+//   so the conversion leaves the critical path.
+// Per tile i (two warpgroups, 64 heads, O split by dims as in the wgmma kernel):
+//   rows.top(i): wait for the copies the tile needs, barrier (tile i whole; tile i - 1 finished by
+//     everyone), issue the next copies into the stage tile i - 1 (bf16) or tile i (FP8 raw) left
+//   S = Q K^T (wgmma m64n32k16 x 16 a warpgroup, async); rows.overlap(i, 0)
+//   partial S exchange, online softmax (O rescaled only by warps whose row maxima moved)
+//   O += P V (wgmma m64n256k16 x 2, P from registers, async); rows.overlap(i, 1)
+// A loader owns the shared memory after Q and provides top, flags (the tile's row flags, valid
+// until the next top), overlap, s_part (16 KB) and ANY_HEADS as the wgmma loaders do.
 #define PIPE_TILE 32
+#define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                          // 32 KB, chunks of 32 lines (4 KB)
+#define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                         // [2 halves][4 warps][16][32 lanes] fp32
+#define PIPE_BF16_STAGES 4
 #define PIPE_RAW_STAGES 4
-#define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                        // 32 KB, chunks of 32 lines (4 KB)
-#define PIPE_RAW_BYTES (PIPE_TILE * FP8_PITCH)                       // 18,944
-#define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                       // [2 halves][4 warps][16][32 lanes] fp32
+#define PIPE_RAW_BYTES (PIPE_TILE * FP8_PITCH)                         // 18,944
 #define PIPE_PIECES_PER_THREAD ((PIPE_TILE * FP8_PIECES + 255) / 256)  // 5 (the last for threads < 128)
+#define BF16_PIPE_SHARED_BYTES (1024 + WG_MAT_BYTES + PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + PIPE_BF16_STAGES * PIPE_TILE * 4)
 #define FP8_PIPE_SHARED_BYTES \
     (1024 + WG_MAT_BYTES + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
 
-template <bool HAS_SINK, bool SPLIT>
-__global__ void __launch_bounds__(256, 1)
-    dsv4_sparse_attention_fp8_pipe(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
-                                   const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
-                                   int K, int heads, int chunk, float sm_scale, int page_shift, long long page_stride) {
 #if WG_AVAILABLE
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned char* q_s = wg_smem_base(smem_raw);                            // [64 heads] swizzled
-    unsigned char* bf16_s = q_s + WG_MAT_BYTES;                             // [2][32 lines] swizzled
-    unsigned char* raw_s = bf16_s + 2 * PIPE_BF16_BYTES;                    // [4][32 rows of FP8_PITCH]
-    float* s_part = reinterpret_cast<float*>(raw_s + PIPE_RAW_STAGES * PIPE_RAW_BYTES);
-    int* raw_flags = reinterpret_cast<int*>(s_part + PIPE_SPART_BYTES / 4);  // [4][32]
-    int* tile_flags = raw_flags + PIPE_RAW_STAGES * PIPE_TILE;              // [2][32]
-    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
-    const unsigned int bf16_addr = (unsigned int)__cvta_generic_to_shared(bf16_s);
+struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-row stages
+    static constexpr bool ANY_HEADS = false;  // launched for whole 64-head blocks only
+    const unsigned char* kv;
+    const int* idx_row;
+    int n, tiles;
+    unsigned char* stages;  // [4][32 lines] swizzled, then the S partials, then the flags [4][32]
+    int piece, line_first;  // thread x copies piece x % 64 of lines x / 64 + 4 k (k < 8)
+    int idx_next[PIPE_TILE / 4];
 
-    const int b = blockIdx.x;
-    const int k_begin = blockIdx.z * chunk;
-    const int n = max(min(K - k_begin, chunk), 0);
-    const int* idx_row = indices + (long long)b * K + k_begin;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
-    const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
-    const bool row_lo = h0 + g < heads, row_hi = h0 + g + 8 < heads;  // heads past H: computed, not written
-    const float scale2 = sm_scale * LOG2E;
-    const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;  // dequantisation: piece of lines line_first + 4 k
-
-    // Q into shared memory (heads past H: zeros); joins raw tile 0's commit group
-    {
-        const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
-#pragma unroll 4
-        for (int r = line_first; r < 64; r += 4) {
-            if (blockIdx.y * 64 + r < heads) {
-                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
-            } else {
-                *reinterpret_cast<uint4*>(q_s + swizzled_offset(64, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
-            }
+    __device__ __forceinline__ PipeBf16Rows(const unsigned short* kv_, const int* idx_row_, int n_, unsigned char* smem)
+        : kv(reinterpret_cast<const unsigned char*>(kv_)), idx_row(idx_row_), n(n_),
+          tiles((n_ + PIPE_TILE - 1) / PIPE_TILE), stages(smem), piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
+    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(stages + PIPE_BF16_STAGES * PIPE_BF16_BYTES); }
+    __device__ __forceinline__ int* flags(int tile) {
+        return reinterpret_cast<int*>(stages + PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES) + (tile % PIPE_BF16_STAGES) * PIPE_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile) {
+#pragma unroll
+        for (int k = 0; k < PIPE_TILE / 4; ++k) {
+            const int i = tile * PIPE_TILE + line_first + 4 * k;
+            idx_next[k] = i < n ? idx_row[i] : -1;
         }
     }
+    __device__ __forceinline__ void fetch(int tile) {  // one commit group a call, empty past the end
+        if (tile < tiles) {
+            unsigned char* dst = stages + (tile % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
+            int* f = flags(tile);
+#pragma unroll
+            for (int k = 0; k < PIPE_TILE / 4; ++k) {
+                const int r = line_first + 4 * k, idx = idx_next[k];
+                if (idx >= 0) {
+                    cp_async16_l2_256(dst + swizzled_offset(PIPE_TILE, r, piece), kv + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + swizzled_offset(PIPE_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (piece == 0) f[r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    }
+    __device__ __forceinline__ void start() {  // tiles 0 .. 2 (Q joins tile 0's group)
+#pragma unroll 1
+        for (int j = 0; j < PIPE_BF16_STAGES - 1; ++j) {
+            load_idx(j);
+            fetch(j);
+        }
+        load_idx(PIPE_BF16_STAGES - 1);
+    }
+    __device__ __forceinline__ unsigned int top(int i) {
+        cp_async_wait<PIPE_BF16_STAGES - 2>();  // this thread's copies of tile i (and Q) have landed
+        // the copies and zero stores were generic-proxy writes; wgmma reads through the async proxy
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads();  // everyone's; and everyone left tile i - 1, whose stage is refilled now
+        fetch(i + PIPE_BF16_STAGES - 1);
+        load_idx(i + PIPE_BF16_STAGES);
+        return (unsigned int)__cvta_generic_to_shared(stages) + (i % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void overlap(int, int) {}
+};
 
-    // raw copies: thread x copies pieces x + 256 k of the tile's 32 x 36 (one record = 36 pieces of
-    // 16 bytes, plus its 8 scale bytes by the thread of piece 0); indices read one tile ahead
-    int idx_next[PIPE_PIECES_PER_THREAD];
-    auto load_idx = [&](int tile) {
+// FP8 records (SPEC 8) as WgFp8Rows reads them, staged raw in 4 stages of 32 and dequantised
+// (e4m3x8_scaled_bf16x8) into two bf16 tiles, one tile ahead of the math. Row flags: the raw
+// stage's are written with the copies and carried to the bf16 tile's by the dequantisation (the
+// raw stage is refilled before tile i's softmax reads its flags).
+struct PipeFp8Rows {
+    static constexpr bool ANY_HEADS = true;
+    const unsigned char* cache;
+    long long page_stride;  // bytes; page offsets are 64-bit
+    int page_shift;
+    const int* idx_row;
+    int n, tiles;
+    unsigned char* bf16_s;  // [2][32 lines] swizzled, [4][32 rows of FP8_PITCH] raw, S partials, raw flags [4][32], tile flags [2][32]
+    int piece, line_first;  // dequantisation: piece x % 64 of lines x / 64 + 4 k
+    int idx_next[PIPE_PIECES_PER_THREAD];  // thread x copies pieces x + 256 k of the tile's 32 x 36
+
+    __device__ __forceinline__ PipeFp8Rows(const unsigned char* cache_, long long page_stride_, int page_shift_,
+                                           const int* idx_row_, int n_, unsigned char* smem)
+        : cache(cache_), page_stride(page_stride_), page_shift(page_shift_), idx_row(idx_row_), n(n_),
+          tiles((n_ + PIPE_TILE - 1) / PIPE_TILE), bf16_s(smem), piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
+    __device__ __forceinline__ unsigned char* raw(int tile) { return bf16_s + 2 * PIPE_BF16_BYTES + (tile % PIPE_RAW_STAGES) * PIPE_RAW_BYTES; }
+    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES); }
+    __device__ __forceinline__ int* raw_flags(int tile) {
+        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + (tile % PIPE_RAW_STAGES) * PIPE_TILE;
+    }
+    __device__ __forceinline__ int* flags(int tile) {  // the bf16 tile's
+        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + PIPE_RAW_STAGES * PIPE_TILE + (tile & 1) * PIPE_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile) {
 #pragma unroll
         for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
             const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + c / FP8_PIECES;
             idx_next[k] = c < PIPE_TILE * FP8_PIECES && i < n ? idx_row[i] : -1;
         }
-    };
-    const int slot_mask = (1 << page_shift) - 1;
-    auto fetch = [&](int tile) {  // one commit group a call, empty past the end (uniform wait counts)
-        if (tile * PIPE_TILE < n) {
-            const int stage = tile % PIPE_RAW_STAGES;
-            unsigned char* dst = raw_s + stage * PIPE_RAW_BYTES;
+    }
+    __device__ __forceinline__ void fetch(int tile) {  // one commit group a call, empty past the end
+        if (tile < tiles) {
+            unsigned char* dst = raw(tile);
+            int* f = raw_flags(tile);
+            const int slot_mask = (1 << page_shift) - 1;
 #pragma unroll
             for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
                 const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = idx_next[k];
                 if (c < PIPE_TILE * FP8_PIECES) {
                     if (idx >= 0) {
-                        const unsigned char* page = kv_cache + (long long)(idx >> page_shift) * page_stride;
+                        const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
                         const int o = idx & slot_mask;
                         cp_async16(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);
                         if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
                     }
-                    if (pc == 0) raw_flags[stage * PIPE_TILE + r] = idx >= 0;
+                    if (pc == 0) f[r] = idx >= 0;
                 }
             }
         }
         cp_async_commit();
-    };
-    // rows 16 part .. +15 of raw tile `tile` -> its bf16 tile (dims 8 piece .. +7 of lines line_first + 4 k);
-    // the row flags go along (written by the piece-0 threads)
-    auto dequant = [&](int tile, int part) {
-        const unsigned char* stage = raw_s + (tile % PIPE_RAW_STAGES) * PIPE_RAW_BYTES;
-        const int* flags = raw_flags + (tile % PIPE_RAW_STAGES) * PIPE_TILE;
+    }
+    // rows 16 part .. +15 of raw tile `tile` -> its bf16 tile (dims 8 piece .. +7 of lines line_first + 4 k)
+    __device__ __forceinline__ void dequant(int tile, int part) {
+        const unsigned char* stage = raw(tile);
+        const int* rf = raw_flags(tile);
+        int* tf = flags(tile);
         unsigned char* dst = bf16_s + (tile & 1) * PIPE_BF16_BYTES;
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int r = part * 16 + line_first + 4 * k;
             const unsigned char* rec = stage + r * FP8_PITCH;
-            const int valid = flags[r];
+            const int valid = rf[r];
             uint4 v = make_uint4(0u, 0u, 0u, 0u);  // a -1 row: zeros, so it adds 0 * 0, never 0 * NaN
             if (valid) {
                 if (piece < FP8_NOPE / 8) {  // 8 e4m3 dims; scale of dims 64 i .. 64 i + 63 at byte i
@@ -1197,39 +1247,80 @@ __global__ void __launch_bounds__(256, 1)
                 }
             }
             *reinterpret_cast<uint4*>(dst + swizzled_offset(PIPE_TILE, r, piece)) = v;
-            if (piece == 0) tile_flags[(tile & 1) * PIPE_TILE + r] = valid;
+            if (piece == 0) tf[r] = valid;
         }
-    };
-
-    float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
-#pragma unroll
-    for (int j = 0; j < 128; ++j) o[j] = 0.f;
-    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
-    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
-#pragma unroll 1
-    for (int j = 0; j < PIPE_RAW_STAGES; ++j) {
-        load_idx(j);
-        fetch(j);
     }
-    load_idx(PIPE_RAW_STAGES);
-    if (tiles > 0) {
-        cp_async_wait<PIPE_RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
-        __syncthreads();                        // everyone's
-        dequant(0, 0);
-        dequant(0, 1);
-    }
+    __device__ __forceinline__ void start() {  // raw tiles 0 .. 3 (Q joins tile 0's group), then tile 0 dequantised
 #pragma unroll 1
-    for (int i = 0; i < tiles; ++i) {
-        const int buf = i & 1;
+        for (int j = 0; j < PIPE_RAW_STAGES; ++j) {
+            load_idx(j);
+            fetch(j);
+        }
+        load_idx(PIPE_RAW_STAGES);
+        if (tiles > 0) {
+            cp_async_wait<PIPE_RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
+            __syncthreads();                        // everyone's
+            dequant(0, 0);
+            dequant(0, 1);
+        }
+    }
+    __device__ __forceinline__ unsigned int top(int i) {
         cp_async_wait<PIPE_RAW_STAGES - 2>();  // this thread's copies of raw tile i + 1 have landed
         // the dequantised tile and Q were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();  // bf16 tile i whole, raw tile i + 1 landed; tile i - 1 finished by everyone
         fetch(i + PIPE_RAW_STAGES);  // into the stage tile i left (dequantised during tile i - 1)
         load_idx(i + PIPE_RAW_STAGES + 1);
-        const unsigned int tile_addr = bf16_addr + buf * PIPE_BF16_BYTES;
-        const int* valid_s = tile_flags + buf * PIPE_TILE;
-        const bool next = i + 1 < tiles;
+        return (unsigned int)__cvta_generic_to_shared(bf16_s) + (i & 1) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
+        if (i + 1 < tiles) dequant(i + 1, part);
+    }
+};
+
+// The pipe kernels' body: Q at `smem` (64 swizzled lines), the rows through `rows`; n = this
+// split's indices.
+template <bool HAS_SINK, bool SPLIT, class Rows>
+__device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, const unsigned short* q,
+                                               const float* sink, unsigned short* out, float* lse, float* part_out,
+                                               float* part_lse, int n, int heads, float sm_scale) {
+    unsigned char* q_s = smem;  // [64 heads] swizzled
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const int b = blockIdx.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)
+    const int h0 = blockIdx.y * 64 + wq * 16;   // this thread's heads: h0 + g, h0 + g + 8
+    // heads past H (only where the loader allows any H): computed, not written
+    const bool row_lo = !Rows::ANY_HEADS || h0 + g < heads, row_hi = !Rows::ANY_HEADS || h0 + g + 8 < heads;
+    const float scale2 = sm_scale * LOG2E;
+
+    // Q into shared memory (heads past H: zeros); joins tile 0's commit group
+    {
+        const int piece = threadIdx.x & 63, line_first = threadIdx.x >> 6;
+        const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
+#pragma unroll 4
+        for (int r = line_first; r < 64; r += 4) {
+            if (!Rows::ANY_HEADS || blockIdx.y * 64 + r < heads) {
+                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+            } else {
+                *reinterpret_cast<uint4*>(q_s + swizzled_offset(64, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
+    }
+
+    float o[128];  // O[rows 16 wq + g (+8), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
+#pragma unroll
+    for (int j = 0; j < 128; ++j) o[j] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+    const int tiles = (n + PIPE_TILE - 1) / PIPE_TILE;
+    float* s_part = rows.s_part();
+    float* mine = s_part + ((half * 4 + wq) * 16) * 32 + lane;
+    const float* other = s_part + (((half ^ 1) * 4 + wq) * 16) * 32 + lane;
+    rows.start();
+#pragma unroll 1
+    for (int i = 0; i < tiles; ++i) {
+        const unsigned int tile_addr = rows.top(i);
+        const int* valid_s = rows.flags(i);
 
         // S over this warpgroup's 256 dims: chunks 4 half .. 4 half + 3, 4 k-steps of 32 bytes in each
         float s[16];
@@ -1240,20 +1331,18 @@ __global__ void __launch_bounds__(256, 1)
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 16; ++ks) {
-            const unsigned int chunk_k = (half * 4 + (ks >> 2)), off = (ks & 3) * 32;
+            const unsigned int chunk_k = half * 4 + (ks >> 2), off = (ks & 3) * 32;
             wgmma_m64n32k16_ss(s, wg_desc(q_addr + chunk_k * WG_CHUNK_BYTES(64) + off, 16, 1024),
                                wg_desc(tile_addr + chunk_k * WG_CHUNK_BYTES(PIPE_TILE) + off, 16, 1024));
         }
         wg_commit();
-        if (next) dequant(i + 1, 0);  // while the tensor cores compute S
+        rows.overlap(i, 0);  // while the tensor cores compute S
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
-        float* mine = s_part + ((half * 4 + wq) * 16) * 32 + lane;
 #pragma unroll
         for (int j = 0; j < 16; ++j) mine[j * 32] = s[j];
         __syncthreads();  // partials visible
-        const float* other = s_part + (((half ^ 1) * 4 + wq) * 16) * 32 + lane;
 
         // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1) of the tile
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
@@ -1327,15 +1416,48 @@ __global__ void __launch_bounds__(256, 1)
             wgmma_m64n256k16_rs(o, p[ks], wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(PIPE_TILE) + ks * 16 * 128,
                                                   WG_CHUNK_BYTES(PIPE_TILE), 1024));
         wg_commit();
-        if (next) dequant(i + 1, 1);  // while the tensor cores compute P V
+        rows.overlap(i, 1);  // while the tensor cores compute P V
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
-        // no barrier here: the next tile's top barrier orders these reads of s_part, the flags and
-        // the bf16 tile before anyone rewrites them
+        // no barrier here: the next top barrier orders these reads of s_part, the flags and the
+        // tile before anyone rewrites them
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
     wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, row_lo, row_hi, sink, out, lse, part_out, part_lse, heads);
+}
+#endif
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_pipe(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                               unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                               int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    PipeBf16Rows rows(kv, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
+    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
+#endif
+}
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1)
+    dsv4_sparse_attention_fp8_pipe(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
+                                   const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
+                                   int K, int heads, int chunk, float sm_scale, int page_shift, long long page_stride) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    PipeFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
+                     smem + WG_MAT_BYTES);
+    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper)
 #endif

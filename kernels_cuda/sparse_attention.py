@@ -6,13 +6,19 @@ O += P V with P from registers), 2-stage cp.async into the 128-byte-swizzle layo
 KERNEL "wgmma2" (Hopper, H a multiple of 64; not the default until measured): FlashMLA's split, the
 two warpgroups take alternate 64-row blocks of a pair for the full S, trade P through shared memory
 and each owns half of O; each warpgroup copies its own block, so both buffers' copies overlap.
+KERNEL "pipe" (Hopper, H a multiple of 64): the wgmma kernel's math over 32-row tiles in 4 cp.async
+stages, so 3 tiles (96 gathered rows) are in flight while one is multiplied (the wgmma kernel: one
+64-row tile); O rescaled only by warps whose row maxima moved.
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
-KERNEL "auto" (default): wgmma where it applies, else h64 where its shared memory fits, else h16.
+KERNEL "auto" (default): on Hopper pipe for decode-sized grids (at most 2 waves of 64-head CTAs before
+splitting: the gathers' latency bounds them) and wgmma for larger ones (prefill: bound by the
+tensor cores, where 64-row tiles cost less softmax a row); else h64 where its shared memory fits,
+else h16.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
-`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2) in the environment sets KERNEL, to compare them."""
+`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe) in the environment sets KERNEL, to compare them."""
 
 import functools
 import os
@@ -40,6 +46,10 @@ WG_SHARED_BYTES = 1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_B
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
+# pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
+PIPE_TILE, PIPE_STAGES = 32, 4
+PIPE_SHARED_BYTES = 1024 + 64 * KV_ROW_BYTES + PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + PIPE_STAGES * PIPE_TILE * 4
+PIPE_MAX_WAVES = 2  # auto: pipe while batch x head blocks fits in this many waves of one CTA an SM
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,6 +82,12 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     kernel = KERNEL
     if kernel == "wgmma2":  # needs its shapes and architecture too
         kernel = "wgmma2" if _wgmma_applies(q, kv, layout.heads, WG2_SHARED_BYTES) else "h64"
+    if kernel == "pipe":
+        kernel = "pipe" if _wgmma_applies(q, kv, layout.heads, PIPE_SHARED_BYTES) else "h64"
+    if kernel == "auto" and _wgmma_applies(q, kv, layout.heads, PIPE_SHARED_BYTES):
+        units = layout.batch * contract.cdiv(layout.heads, H64_HEADS)
+        if units <= PIPE_MAX_WAVES * _sm_count(q.device):
+            kernel = "pipe"
     if kernel in ("auto", "wgmma"):  # a forced wgmma still needs its shapes and architecture
         kernel = "wgmma" if _wgmma_applies(q, kv, layout.heads) else "h64"
     # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not
@@ -81,10 +97,10 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale),),
-                 {"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
+                 {"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
     return out, lse
 
 
