@@ -82,3 +82,23 @@ def test_topk_routes_name_compiled_kernels_that_fit(sms, clusters):
                 assert runs[0][0] == "dsv4_topk_indices_fast<4>" and len(wide) == 1, runs
             else:
                 assert not wide, runs
+
+
+def test_attention_shared_sizes_match_the_kernels():
+    # the launchers' dynamic shared memory (Python) must equal the kernels' layouts (the .cu macros):
+    # a smaller launch would let the kernel run past its allocation; all must fit Hopper's 227 KB
+    from cupy.cuda import nvrtc
+    A = importlib.import_module("kernels_cuda.sparse_attention")
+    F = importlib.import_module("kernels_cuda.sparse_attention_fp8")
+    sizes = {"WG_SHARED_BYTES": A.WG_SHARED_BYTES, "WG2_SHARED_BYTES": A.WG2_SHARED_BYTES,
+             "BF16_PIPE_SHARED_BYTES": A.PIPE_SHARED_BYTES, "FP8_WG_SHARED_BYTES": F.SHARED_BYTES,
+             "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES}
+    checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
+    prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
+    try:
+        nvrtc.compileProgram(prog, [*_loader.OPTIONS, _loader.arch_option("sm_90a")])
+    except nvrtc.NVRTCError:
+        pytest.fail(nvrtc.getProgramLog(prog))
+    finally:
+        nvrtc.destroyProgram(prog)
+    assert max(sizes.values()) <= 232448, sizes
