@@ -19,7 +19,7 @@ from kernels_cuda._loader import launch
 
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
-MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB of histograms)
+MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB, wide: 34 KB, static)
 TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 # CTAs per SM the split may count on when it doubles the cluster. The H200 run (perf-notes, top-k)
 # timed 256 CTAs (two per SM) as about two waves of one CTA's latency whatever their chunk
@@ -31,12 +31,12 @@ MIN_CHUNK = 4096  # below this a CTA's load is too short to be worth another CTA
 # DSV4_TOPK_KERNEL=v2 (read at each call): one CTA a row, `dsv4_topk_indices_regs<VECS>`. Rows up to
 # REGS_COLUMNS stay in registers (VECS float4 a thread, the fewest that hold the row; 8 spills at 64
 # registers); longer rows, up to DSV4_TOPK_V2_COLUMNS (default 65536), are re-read in tiles of
-# REGS_COLUMNS every pass; wider tensors keep the cluster kernel. Unset: the cluster kernel always.
+# REGS_COLUMNS every pass; wider tensors keep the cluster kernel.
 REGS_VECS = (1, 2, 4)
 REGS_COLUMNS = 4 * THREADS * REGS_VECS[-1]
 MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
 # dsv4_topk_indices_fast<VECS>: rows up to 4096 x VECS columns in registers; VECS 1 runs two CTAs an
-# SM (32 registers), VECS 2 and 4 one (40 and 55 registers on sm_90a). It stages k slots in its
+# SM (32 registers), VECS 2 and 4 one (40 and 58 registers on sm_90a). It stages k slots in its
 # 4096-bin histogram, so k <= MAX_K holds for it too.
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
