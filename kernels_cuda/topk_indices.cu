@@ -585,13 +585,14 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Default for tensors up to 16384 columns (DSV4_TOPK_KERNEL unset): `dsv4_topk_indices_fast<VECS>`,
-// one 1024-thread CTA per row, the row in registers (VECS float4 a thread, vector t + 1024 i), 32
-// registers so two CTAs share an SM. The chain is SGLang topk_v2's register path made exact and
+// Default for tensors up to 16384 columns whose rows fit one wave (DSV4_TOPK_KERNEL unset), and for
+// the rows <= 16384 of wider batches: `dsv4_topk_indices_fast<VECS>`,
+// one 1024-thread CTA per row, the row in registers (VECS float4 a thread, vector t + 1024 i; two
+// CTAs an SM for VECS 1, one above). The chain is SGLang topk_v2's register path made exact and
 // deterministic: one histogram of a 12-bit coarse bin, one threshold search, one block scan that
-// places every key above the threshold bin (written straight to its slot through the page table)
-// and every key inside it (to a small shared buffer), then an exact rank of those candidates by
-// (key descending, column ascending). Positions come from the scan and the ranks, never from an
+// places every key above the threshold bin (its column staged at its output slot) and every key
+// inside it (to a small shared buffer), then an exact rank of those candidates by (key
+// descending, column ascending); the k staged columns go through the page table in one pass. Positions come from the scan and the ranks, never from an
 // atomic's return value, so the selection and the order are bitwise the same every run. A
 // threshold bin holding more than FAST_CANDIDATES keys (heavy ties) takes the exact radix of the
 // v2 kernel instead (digits of the bin's key range, over the keys in registers) and its
