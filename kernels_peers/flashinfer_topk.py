@@ -18,7 +18,8 @@ on Hopper CUB's DeviceBatchedTopK where it judges it faster, else its radix kern
 "deterministic" (its deterministic mode: the radix kernels with a reproducible selection and order;
 CUB is never taken; also registered as the backend `flashinfer_deterministic`), "cub" and "native"
 (FLASHINFER_TOPK_ALGO=cub / =default, set around the call: force one family). The clusters kernel
-is SM100 only.
+is SM100 only. Not mapped: 0.7's other DeepSeek kernels (fp8_paged_mqa_logits, dsa_sparse_attention,
+dsa_indexer_det_topk, deepseek_v41_decode) run on SM100/103/107 only, with no Hopper path.
 
 Declined, FlashInfer 0.6 only: a call that takes its multi-CTA radix path (float32 rows: k > 2048,
 or L > 32768 with at most L / 16384 rows) while some row is longer than k but shorter than L. There

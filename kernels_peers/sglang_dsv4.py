@@ -47,6 +47,10 @@ DSV4_SGLANG_TOPK=v1 the v1 kernel (`topk_transform_paged`, 0.5.15's `topk_transf
 {512, 1024}, no plan). Not mapped: `topk_transform_bf16_small` (bf16 scores; the SPEC's logits are
 float32, and rounding them to bf16 changes which columns win), the ragged v2 entry (contiguous KV
 with per-row offsets, no page table) and the k-pool entries (GLM's pooled scores).
+
+sparse_attention_fp8 (0.5.2x): see the function. Not mapped from 0.5.23 either: online_c128_mtp
+(speculative decoding's staging of C128 states, no compressed output), the V4.1 compressors of ratio
+1 and 2, tilelang_fp8_attention (needs the tilelang package), and the V4.1 index logits (FP4 K).
 """
 
 from __future__ import annotations
