@@ -1094,12 +1094,13 @@ __global__ void __launch_bounds__(256, 1)
 //   so the conversion leaves the critical path.
 // Per tile i (two warpgroups, 64 heads, O split by dims as in the wgmma kernel):
 //   rows.top(i): wait for the copies the tile needs, barrier (tile i whole; tile i - 1 finished by
-//     everyone), issue the next copies into the stage tile i - 1 (bf16) or tile i (FP8 raw) left
-//   S = Q K^T (wgmma m64n32k16 x 16 a warpgroup, async); rows.overlap(i, 0)
+//     everyone)
+//   S = Q K^T (wgmma m64n32k16 x 16 a warpgroup, async); meanwhile rows.refill(i) issues the next
+//     copies into the stage tile i - 1 (bf16) or tile i (FP8 raw) left, and rows.overlap(i, 0)
 //   partial S exchange, online softmax (O rescaled only by warps whose row maxima moved)
 //   O += P V (wgmma m64n256k16 x 2, P from registers, async); rows.overlap(i, 1)
-// A loader owns the shared memory after Q and provides top, flags (the tile's row flags, valid
-// until the next top), overlap, s_part (16 KB) and ANY_HEADS as the wgmma loaders do.
+// A loader owns the shared memory after Q and provides start, top, refill, flags (the tile's row
+// flags, valid until the next top), overlap, s_part (16 KB) and ANY_HEADS as the wgmma loaders do.
 #define PIPE_TILE 32
 #define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                          // 32 KB, chunks of 32 lines (4 KB)
 #define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                         // [2 halves][4 warps][16][32 lanes] fp32
@@ -1164,10 +1165,12 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
         cp_async_wait<PIPE_BF16_STAGES - 2>();  // this thread's copies of tile i (and Q) have landed
         // the copies and zero stores were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();  // everyone's; and everyone left tile i - 1, whose stage is refilled now
+        __syncthreads();  // everyone's; and everyone left tile i - 1, whose stage refill() refills
+        return (unsigned int)__cvta_generic_to_shared(stages) + (i % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void refill(int i) {
         fetch(i + PIPE_BF16_STAGES - 1);
         load_idx(i + PIPE_BF16_STAGES);
-        return (unsigned int)__cvta_generic_to_shared(stages) + (i % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
     }
     __device__ __forceinline__ void overlap(int, int) {}
 };
@@ -1269,9 +1272,11 @@ struct PipeFp8Rows {
         // the dequantised tile and Q were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();  // bf16 tile i whole, raw tile i + 1 landed; tile i - 1 finished by everyone
+        return (unsigned int)__cvta_generic_to_shared(bf16_s) + (i & 1) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void refill(int i) {
         fetch(i + PIPE_RAW_STAGES);  // into the stage tile i left (dequantised during tile i - 1)
         load_idx(i + PIPE_RAW_STAGES + 1);
-        return (unsigned int)__cvta_generic_to_shared(bf16_s) + (i & 1) * PIPE_BF16_BYTES;
     }
     __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
         if (i + 1 < tiles) dequant(i + 1, part);
@@ -1336,7 +1341,10 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
                                wg_desc(tile_addr + chunk_k * WG_CHUNK_BYTES(PIPE_TILE) + off, 16, 1024));
         }
         wg_commit();
-        rows.overlap(i, 0);  // while the tensor cores compute S
+        // while the tensor cores compute S: the next copies (their issue off the path to the MMAs),
+        // then the loader's overlapped work
+        rows.refill(i);
+        rows.overlap(i, 0);
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
