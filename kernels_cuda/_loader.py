@@ -2,7 +2,8 @@
 
 One place for the compile options and one compile path: `compile_cubin` (NVRTC, no GPU needed) makes
 the cubin that CI inspects and that the GPU loads, for the device's own architecture (`sm_90a` on
-Hopper, so wgmma and the bulk-copy engine are available), once per (source, architecture) and process.
+Hopper, so wgmma and the bulk-copy engine are available), once per (source, architecture), kept on
+disk between processes (`cached_cubin`).
 Kernels get raw device pointers of torch tensors (no copies) and run on torch's current stream.
 The sources need no headers: bf16 and e4m3 conversions are written out.
 """
@@ -75,12 +76,49 @@ def device_arch(capability):
     return f"sm_{major}{minor}{'a' if (major, minor) == (9, 0) else ''}"
 
 
+def cache_dir():
+    """Where built cubins are kept between processes (NVRTC takes 15-80 s a source, and every
+    `harness` command is a new process): $DSV4_KERNEL_CACHE, else ~/.cache/dsv4-harness/cubin;
+    DSV4_KERNEL_CACHE=off builds every time."""
+    import os
+    path = os.environ.get("DSV4_KERNEL_CACHE", str(Path.home() / ".cache" / "dsv4-harness" / "cubin"))
+    return None if path in ("off", "0", "") else Path(path)
+
+
+def cached_cubin(name, arch):
+    """compile_cubin's (cubin, lowered names), from the cache when the source (with common.cuh), the
+    options, the exported expressions, the arch and the NVRTC version are the same."""
+    import hashlib
+    import json
+    from cupy.cuda import nvrtc
+    folder = cache_dir()
+    key = hashlib.sha256(json.dumps([source(name), OPTIONS, KERNELS[name], arch, list(nvrtc.getVersion())])
+                         .encode()).hexdigest()[:32]
+    path = folder / f"{Path(name).stem}-{arch}-{key}" if folder else None
+    if path is not None:
+        try:
+            return (path / "kernel.cubin").read_bytes(), json.loads((path / "lowered.json").read_text())
+        except (OSError, ValueError):
+            pass
+    cubin, lowered, _ = compile_cubin(name, arch)
+    if path is not None:
+        try:  # written aside, then renamed: a process reading it sees all or nothing
+            tmp = path.with_name(path.name + f".tmp{id(lowered)}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "kernel.cubin").write_bytes(cubin)
+            (tmp / "lowered.json").write_text(json.dumps(lowered))
+            tmp.rename(path)
+        except OSError:
+            pass  # a read-only or raced cache only costs the next process a compile
+    return cubin, lowered
+
+
 @functools.lru_cache(maxsize=None)
 def _module(name, device_index):
     import cupy
     import torch
     arch = device_arch(torch.cuda.get_device_capability(device_index))
-    cubin, lowered, _ = compile_cubin(name, arch)
+    cubin, lowered = cached_cubin(name, arch)
     with cupy.cuda.Device(device_index):
         module = cupy.cuda.function.Module()
         module.load(cubin)

@@ -39,6 +39,21 @@ def test_a_compile_error_reports_the_log(monkeypatch):
     assert build.main(["--arch", "sm_90"]) == 1
 
 
+def test_built_cubins_are_kept_on_disk_by_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSV4_KERNEL_CACHE", str(tmp_path))
+    built = []
+    real = _loader.compile_cubin
+    monkeypatch.setattr(_loader, "compile_cubin", lambda name, arch: built.append(name) or real(name, arch))
+    first = _loader.cached_cubin("compress.cu", "sm_90a")
+    assert _loader.cached_cubin("compress.cu", "sm_90a") == first and built == ["compress.cu"]  # read back
+    source = _loader.source
+    monkeypatch.setattr(_loader, "source", lambda name: source(name) + "\n// edited\n")
+    assert _loader.cached_cubin("compress.cu", "sm_90a")[1] == first[1] and len(built) == 2  # a new key
+    monkeypatch.setenv("DSV4_KERNEL_CACHE", "off")
+    _loader.cached_cubin("compress.cu", "sm_90a")
+    assert len(built) == 3 and len(list(tmp_path.iterdir())) == 2
+
+
 @pytest.mark.parametrize("bad", B.BAD_INPUTS, ids=lambda b: f"{b.op}-{b.argument}-{b.what}".replace(" ", "_"))
 def test_bad_input_never_reaches_a_kernel(bad):
     import kernels_cuda
