@@ -36,7 +36,7 @@ REGS_VECS = (1, 2, 4)
 REGS_COLUMNS = 4 * THREADS * REGS_VECS[-1]
 MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histograms (V4 uses 512..2048)
 # dsv4_topk_indices_fast<VECS>: rows up to 4096 x VECS columns in registers; VECS 1 runs two CTAs an
-# SM (32 registers), VECS 2 and 4 one (40 and 58 registers on sm_90a). It stages k slots in its
+# SM (32 registers), VECS 2 and 4 one (40 and 57 registers on sm_90a). It stages k slots in its
 # 4096-bin histogram, so k <= MAX_K holds for it too.
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
