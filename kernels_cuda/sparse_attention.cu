@@ -638,10 +638,12 @@ __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync
 //   returns the shared address of the tile in the swizzled bf16 layout above;
 // - s_part(buf): where the two warpgroups exchange their partial S of that tile;
 // - ANY_HEADS: whether H may be other than a multiple of 64 (then Q rows past H are zeros and
-//   their outputs are not written).
+//   their outputs are not written);
+// - FETCH_UNDER_S: whether fetch() is issued after the S wgmma (under it) rather than before land().
 #if WG_AVAILABLE
 struct WgBf16Rows {  // bf16 rows of 1 KB, copied straight into a swizzled tile of two stages
     static constexpr bool ANY_HEADS = false;  // launched for whole 64-head blocks only (h64 serves the rest)
+    static constexpr bool FETCH_UNDER_S = true;  // land() is free: issue the copies under the S MMA
     static constexpr int SHARED_BYTES = WG_STAGES * WG_MAT_BYTES + 2 * 4 * 32 * 32 * 4 + WG_STAGES * WG_TILE * 4;
     const unsigned char* kv;
     const int* idx_row;
@@ -754,7 +756,8 @@ __device__ __forceinline__ uint4 e4m3x8_scaled_bf16x8(uint2 e, unsigned int s) {
 // FAST_DEQUANT: e4m3x8_scaled_bf16x8 (integer ops and bf16 multiplies) instead of the cvt path
 template <bool FAST_DEQUANT>
 struct WgFp8Rows {
-    static constexpr bool ANY_HEADS = true;  // the only FP8 kernel: any H
+    static constexpr bool ANY_HEADS = true;  // any H
+    static constexpr bool FETCH_UNDER_S = false;  // copies issued before land()'s dequantisation, in flight under it
     static constexpr int SHARED_BYTES = WG_MAT_BYTES + WG_STAGES * FP8_STAGE_BYTES + WG_STAGES * WG_TILE * 4;
     const unsigned char* cache;
     long long page_stride;  // bytes; page offsets are 64-bit
@@ -935,8 +938,10 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
         // the copies and zero stores were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();  // everyone's have; and everyone left tile i - 1, whose buffer is refilled now
-        rows.fetch(i + 1, buf ^ 1);
-        rows.load_idx(i + 2);
+        if (!Rows::FETCH_UNDER_S) {
+            rows.fetch(i + 1, buf ^ 1);
+            rows.load_idx(i + 2);
+        }
         const unsigned int tile_addr = rows.land(buf);
         const int* valid_s = rows.valid(buf);
         float* s_part = rows.s_part(buf);
@@ -954,6 +959,10 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
             wgmma_m64n64k16_ss(s, wg_desc(q_addr + off, 16, 1024), wg_desc(tile_addr + off, 16, 1024));
         }
         wg_commit();
+        if (Rows::FETCH_UNDER_S) {  // the copies' issue under the S MMA, off the path to it
+            rows.fetch(i + 1, buf ^ 1);
+            rows.load_idx(i + 2);
+        }
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 32; ++j) wg_fence_operand(s[j]);
@@ -1005,12 +1014,14 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
         l_hi = l_hi * alpha_hi + sum_hi;
         m_lo = new_lo;
         m_hi = new_hi;
+        if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {  // as in pipe_attention
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            o[4 * j] *= alpha_lo;
-            o[4 * j + 1] *= alpha_lo;
-            o[4 * j + 2] *= alpha_hi;
-            o[4 * j + 3] *= alpha_hi;
+            for (int j = 0; j < 32; ++j) {
+                o[4 * j] *= alpha_lo;
+                o[4 * j + 1] *= alpha_lo;
+                o[4 * j + 2] *= alpha_hi;
+                o[4 * j + 3] *= alpha_hi;
+            }
         }
 
         // O += P V: k-step ks covers gathered rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
