@@ -63,11 +63,28 @@ def _shared_optin(device):
     return getattr(props, "shared_memory_per_block_optin", 232448 if props.major >= 9 else 166912)
 
 
-def _wgmma_applies(q, kv, heads, shared_bytes=WG_SHARED_BYTES):
-    """Hopper (the loader builds sm_90a there), whole 64-head blocks, 16-byte aligned bases for cp.async."""
-    if torch.cuda.get_device_capability(q.device) != (9, 0) or heads % H64_HEADS:
-        return False
-    return (_shared_optin(q.device) >= shared_bytes and q.data_ptr() % 16 == 0 and kv.data_ptr() % 16 == 0)
+SHARED = {"h64": H64_SHARED_BYTES, "wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES}
+
+
+def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
+    """The kernel (h16, h64, wgmma, wgmma2, pipe) sparse_attention runs for KERNEL `choice` on a device of
+    `capability`, `sms` SMs and `shared_optin` bytes of shared memory a block; aligned: q and kv
+    16-byte aligned (cp.async). The wgmma kernels need Hopper (the loader builds sm_90a there), whole
+    64-head blocks and their shared memory; h64 its shared memory; h16 runs anywhere."""
+    if choice == "h16" or shared_optin < H64_SHARED_BYTES:
+        return "h16"
+    hopper = capability == (9, 0) and heads % H64_HEADS == 0 and aligned
+
+    def fits(kernel):
+        return hopper and shared_optin >= SHARED[kernel]
+
+    if choice in ("wgmma2", "pipe"):  # forced: still needs its shapes and architecture
+        return choice if fits(choice) else "h64"
+    if choice == "h64":
+        return "h64"
+    if choice == "auto" and fits("pipe") and batch * contract.cdiv(heads, H64_HEADS) <= PIPE_MAX_WAVES * sms:
+        return "pipe"
+    return "wgmma" if fits("wgmma") else "h64"  # auto, wgmma
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
@@ -79,19 +96,11 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         return out, lse
     has_sink = "true" if attn_sink is not None else "false"
     sink = attn_sink if attn_sink is not None else lse
-    kernel = KERNEL
-    if kernel == "wgmma2":  # needs its shapes and architecture too
-        kernel = "wgmma2" if _wgmma_applies(q, kv, layout.heads, WG2_SHARED_BYTES) else "h64"
-    if kernel == "pipe":
-        kernel = "pipe" if _wgmma_applies(q, kv, layout.heads, PIPE_SHARED_BYTES) else "h64"
-    if kernel == "auto" and _wgmma_applies(q, kv, layout.heads, PIPE_SHARED_BYTES):
-        units = layout.batch * contract.cdiv(layout.heads, H64_HEADS)
-        if units <= PIPE_MAX_WAVES * _sm_count(q.device):
-            kernel = "pipe"
-    if kernel in ("auto", "wgmma"):  # a forced wgmma still needs its shapes and architecture
-        kernel = "wgmma" if _wgmma_applies(q, kv, layout.heads) else "h64"
-    # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not
-    if kernel == "h16" or _shared_optin(q.device) < H64_SHARED_BYTES:
+    # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not (h16)
+    kernel = choose_kernel(KERNEL, torch.cuda.get_device_capability(q.device), layout.heads, layout.batch,
+                           _sm_count(q.device), _shared_optin(q.device),
+                           q.data_ptr() % 16 == 0 and kv.data_ptr() % 16 == 0)
+    if kernel == "h16":
         launch("sparse_attention.cu", f"dsv4_sparse_attention<{has_sink}>",
                (layout.batch, contract.cdiv(layout.heads, HEADS_PER_CTA)), (WARPS * 32,),
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
@@ -99,8 +108,7 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         return out, lse
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale),),
-                 {"wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES}.get(kernel, H64_SHARED_BYTES))
+                 (float(sm_scale),), SHARED[kernel])
     return out, lse
 
 

@@ -117,3 +117,28 @@ def test_attention_shared_sizes_match_the_kernels():
     finally:
         nvrtc.destroyProgram(prog)
     assert max(sizes.values()) <= 232448, sizes
+
+
+@pytest.mark.parametrize("capability, sms, shared, decode, prefill",
+                         [((9, 0), 132, 232448, "pipe", "wgmma"), ((8, 0), 108, 166912, "h16", "h16"),
+                          ((10, 0), 148, 232448, "h64", "h64")], ids=["h200", "a100", "b200"])
+def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared, decode, prefill):
+    # the host routing of sparse_attention (no GPU): every choice launches a compiled kernel whose
+    # shared memory fits; the wgmma kernels only on Hopper with whole 64-head blocks and aligned
+    # tensors; auto takes pipe for decode-sized grids and wgmma for prefill-sized ones
+    A = importlib.import_module("kernels_cuda.sparse_attention")
+    compiled = set(_loader.KERNELS["sparse_attention.cu"])
+    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe"):
+        for heads in (16, 64, 80, 128):
+            for batch in (1, 64, 256, 4096):
+                for aligned in (True, False):
+                    kernel = A.choose_kernel(choice, capability, heads, batch, sms, shared, aligned)
+                    name = "dsv4_sparse_attention<true>" if kernel == "h16" else f"dsv4_sparse_attention_{kernel}<true, true>"
+                    assert name in compiled, (choice, kernel)
+                    assert kernel == "h16" or A.SHARED[kernel] <= shared, (choice, kernel)
+                    if kernel in ("wgmma", "wgmma2", "pipe"):
+                        assert capability == (9, 0) and heads % 64 == 0 and aligned, (choice, heads, aligned)
+                    if choice in ("h16", "h64") and kernel != "h16":
+                        assert kernel == choice
+    assert A.choose_kernel("auto", capability, 64, 64, sms, shared, True) == decode  # decode b64 H64
+    assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
