@@ -793,7 +793,9 @@ struct WgFp8Rows {
                 if (idx >= 0) {
                     const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
                     const int o = idx & slot_mask;
-                    cp_async16(dst + r * FP8_PITCH + piece * 16, page + o * FP8_RECORD + piece * 16);
+                    // the L2::256B hint, as the bf16 rows: a record is 36 copies of 16 bytes from
+                    // different threads, fetched from DRAM in 256-byte requests instead of sectors
+                    cp_async16_l2_256(dst + r * FP8_PITCH + piece * 16, page + o * FP8_RECORD + piece * 16);
                     if (piece == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
                 }
                 if (piece == 0) flags[r] = idx >= 0;
@@ -1232,7 +1234,7 @@ struct PipeFp8Rows {
                     if (idx >= 0) {
                         const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
                         const int o = idx & slot_mask;
-                        cp_async16(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);
+                        cp_async16_l2_256(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);  // as WgFp8Rows
                         if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
                     }
                     if (pc == 0) f[r] = idx >= 0;
