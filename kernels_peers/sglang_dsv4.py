@@ -103,7 +103,10 @@ def unavailable_reason(device):
 def _package_root():
     global _root
     if _root is None:
-        _root = Path(importlib.util.find_spec("sglang").submodule_search_locations[0])
+        spec = importlib.util.find_spec("sglang")
+        if spec is None:  # unavailable_reason says so first; a direct call gets a clear reason too
+            raise contract.Unsupported("package sglang not installed (ci/peer_wheels.sh fetches the wheels)")
+        _root = Path(spec.submodule_search_locations[0])
     return _root
 
 
