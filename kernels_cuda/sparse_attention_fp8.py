@@ -9,13 +9,17 @@ Hopper only (sm_90a; any H: a CTA covers 64 heads, those past H zero and unwritt
 declines with the reason.
 
 KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
-- "pipe" (default): `dsv4_sparse_attention_fp8_pipe`, tiles of 32 rows, two bf16 tiles and four raw
-  stages, so tile i + 1 is dequantised while the tensor cores multiply tile i;
+- "pipe": `dsv4_sparse_attention_fp8_pipe`, tiles of 32 rows, two bf16 tiles and four raw stages, so
+  tile i + 1 is dequantised while the tensor cores multiply tile i;
 - "wgmma": the wgmma kernel over WgFp8Rows (64-row tiles, dequantisation between copy and MMAs),
   dequantising with integer ops and bf16 multiplies (e4m3x8_scaled_bf16x8), as "pipe" does;
 - "cvt": the same with the first release's conversion instructions (cvt e4m3x2 -> f16x2 -> f32,
-  multiply, cvt -> bf16x2).
-The older ones stay to compare and to fall back on."""
+  multiply, cvt -> bf16x2);
+- "auto" (default): pipe for index lists of at least PIPE_MIN_TOPK (HCA, 8320), wgmma below (CSA
+  decode). Measured at 4f7cc4b, pipe (then without the L2 hint) took 54.5 us at decode-b64-h64-k640
+  against 48.5 for the cvt wgmma kernel: its 32-row S (m64n32k16, Q re-read from shared memory for
+  every 32 rows) and twice the softmax a row cost more than the overlap gives on short lists; the
+  wgmma kernel with the integer dequantisation does strictly less work than the measured one."""
 
 import os
 
@@ -25,11 +29,15 @@ import torch
 from harness import contract
 from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split
 
-KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "pipe")
+KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
+PIPE_MIN_TOPK = 2048  # auto: the pipe kernel from this many indices a row
 
 
-def _shared_bytes():
-    return PIPE_SHARED_BYTES if KERNEL == "pipe" else SHARED_BYTES
+def choose_kernel(choice, topk):
+    """pipe, wgmma or cvt for KERNEL `choice` and K indices a row."""
+    if choice == "auto":
+        return "pipe" if topk >= PIPE_MIN_TOPK else "wgmma"
+    return choice if choice in ("pipe", "cvt") else "wgmma"
 
 # as FP8_WG_SHARED_BYTES in sparse_attention.cu: alignment slack, Q, the bf16 tile, two stages of 64
 # raw rows of 592 bytes (the S partials share them), the row flags
@@ -49,8 +57,9 @@ def decline_reason(q):
     capability = torch.cuda.get_device_capability(q.device)
     if capability != (9, 0):
         return f"needs Hopper (sm_90a wgmma); this device is sm_{capability[0]}{capability[1]}"
-    if _shared_optin(q.device) < _shared_bytes():
-        return f"needs {_shared_bytes()} bytes of shared memory a block, the device has {_shared_optin(q.device)}"
+    needed = max(SHARED_BYTES, PIPE_SHARED_BYTES)  # either kernel may run, by K
+    if _shared_optin(q.device) < needed:
+        return f"needs {needed} bytes of shared memory a block, the device has {_shared_optin(q.device)}"
     if q.data_ptr() % 16:
         return "needs q 16-byte aligned (cp.async)"
     return None
@@ -70,10 +79,11 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     sink = attn_sink if attn_sink is not None else lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
     tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
-    if KERNEL == "pipe":
+    kernel = choose_kernel(KERNEL, layout.topk)
+    if kernel == "pipe":
         launch_split("dsv4_sparse_attention_fp8_pipe", layout, PIPE_TILE, q, sink, has_sink, out, lse,
                      (kv_cache, indices), tail, PIPE_SHARED_BYTES)
     else:
         launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse,
-                     (kv_cache, indices), tail, SHARED_BYTES, ", false" if KERNEL == "cvt" else ", true")
+                     (kv_cache, indices), tail, SHARED_BYTES, ", false" if kernel == "cvt" else ", true")
     return out, lse
