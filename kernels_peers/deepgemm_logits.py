@@ -37,7 +37,8 @@ def unavailable_reason(device):
         try:
             import deep_gemm  # noqa: F401
         except (ImportError, OSError, RuntimeError) as err:
-            reason = f"deep_gemm does not load with torch {torch.__version__}: {err}"
+            cause = err.__cause__ or err.__context__  # torch's "Could not load this library" wraps the dlopen error
+            reason = f"deep_gemm does not load with torch {torch.__version__}: {err}" + (f" ({cause})" if cause else "")
     return reason
 
 

@@ -617,3 +617,22 @@ def test_sglang_swa_ring_plans_need_the_kernels_layout(tmp_path, monkeypatch, fr
     monkeypatch.setattr(sglang_dsv4, "RING_PLAN", "swa")
     with pytest.raises(contract.Unsupported, match="'swa' with sglang >= 0.5.2x"):
         sglang_dsv4.compress_plan(_i32(3, 4), _i32(1, 1), ratio=4, mode="ring", state_rows=_i32(0, 1))
+
+
+def test_deepgemm_reports_why_it_does_not_load(monkeypatch):
+    # as torch.ops.load_library fails on a _C.so linked against another torch: its message wraps dlopen's
+    import builtins
+    real_import = builtins.__import__
+
+    def import_failing(name, *args, **kwargs):
+        if name == "deep_gemm":
+            try:
+                raise OSError("_C.so: undefined symbol: _ZN3c104cuda19CUDAErrorLogCaptureC1Ev")
+            except OSError as dlopen:
+                raise OSError("Could not load this library: /tmp/site/deep_gemm/_C.so") from dlopen
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(deepgemm_logits, "unavailable", lambda device, *packages: None)
+    monkeypatch.setattr(builtins, "__import__", import_failing)
+    reason = deepgemm_logits.unavailable_reason("cuda")
+    assert reason.startswith(f"deep_gemm does not load with torch {torch.__version__}")
+    assert "Could not load this library" in reason and "CUDAErrorLogCapture" in reason
