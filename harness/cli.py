@@ -197,9 +197,9 @@ def _us(value):
 def calibrate_command(args):
     import json
 
-    from harness import bench as BN
+    from harness import results, timer
     device = _device(args.device)
-    measured = BN.calibrate(device)
+    measured = timer.calibrate(device)
     if not measured:
         print(f"calibrate: nothing to measure on {device} (needs a CUDA device)")
         return 0
@@ -216,7 +216,7 @@ def calibrate_command(args):
     print(tabulate(rows, headers=["ceiling", "measured", "datasheet"], tablefmt="github"))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"environment": BN.environment(device), "measured": measured,
+            json.dump({"environment": results.environment(device), "measured": measured,
                        "datasheet": peaks.__dict__ if peaks else None}, f, indent=1)
     return 0
 
@@ -482,30 +482,30 @@ def _bench_cases(names, ops, device):
 def bench_command(args):
     if args.list_cases:
         return _list_cases([c for group in C.BENCH.values() for c in group if c.op in (args.ops or OPS)])
-    from harness import bench as BN
+    from harness import bench, exporters, results, timer
     device = _device(args.device)
     loaded = _backends(args.backend, device) if args.backend else _available(device)
     chosen, cases_note = _bench_cases(args.cases, args.ops, device)
-    copy = BN.copy_bandwidth(device)
-    peaks, flush = roofline.peaks_of(device), BN.l2_flush_buffer(device)
-    clock = (f"CUDA events with the L2 flushed, CUDA-graph replays under {BN.GRAPH_BELOW_US:.0f} us"
+    copy = timer.copy_bandwidth(device)
+    peaks, flush = roofline.peaks_of(device), timer.l2_flush_buffer(device)
+    clock = (f"CUDA events with the L2 flushed, CUDA-graph replays under {timer.GRAPH_BELOW_US:.0f} us"
              if device != "cpu" else "wall clock (CPU: plumbing only, not a measurement)")
     print(f"bench: {', '.join(b.name for b in loaded)} on {device}, {len(chosen)} cases{cases_note}, "
           f"up to {args.reps} reps, "
           f"median by {clock}" + (f"; copy bandwidth {copy:.0f} GB/s" if copy else ""))
     total = len(chosen) * len(loaded)
     records = []
-    env = BN.environment(device)
+    env = results.environment(device)
     for case in chosen:
         prepared = K.prepare(case, device)
         for backend in loaded:
-            r = BN.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
+            r = bench.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
             records.append(r)
             t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
             print(f"[{len(records)}/{total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
             if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
                 _speedups(records)
-                BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
+                results.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
             if r.verdict == "error" and K.cuda_context_lost(device):
                 _context_lost(backend.name, case.id, r.message, total - len(records))
                 return 2
@@ -528,12 +528,12 @@ def bench_command(args):
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")  # skips say why
     if args.out:
-        BN.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env)
+        results.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env)
         print(f"wrote {args.out}")
     if args.pytest_benchmark:
-        BN.write_pytest_benchmark(args.pytest_benchmark, device, records, env=env)
+        exporters.write_pytest_benchmark(args.pytest_benchmark, device, records, env=env)
     if args.flashinfer_trace:
-        BN.write_flashinfer_trace(args.flashinfer_trace, device, records)
+        exporters.write_flashinfer_trace(args.flashinfer_trace, device, records)
     return 1 if any(r.verdict not in ("pass", "skip", "known") for r in records) else 0
 
 

@@ -23,7 +23,7 @@ import torch
 from tabulate import tabulate
 
 from harness import backends
-from harness import bench as BN
+from harness import timer
 from harness import cases as C
 from harness import check as K
 
@@ -73,7 +73,7 @@ def do_bench(fn, device):
 def ncu_kernel_us(spec, label, ncu="ncu"):
     """Nsight Compute's summed gpu__time_duration of the kernels in each NVTX range of the inner
     run, median over the ranges, with every kernel's name."""
-    cmd = [ncu, "--nvtx", "--nvtx-include", f"{BN.NVTX_DOMAIN}@{label}/", "--clock-control", "none",
+    cmd = [ncu, "--nvtx", "--nvtx-include", f"{timer.NVTX_DOMAIN}@{label}/", "--clock-control", "none",
            "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
            sys.executable, "-m", "harness.crosscheck", "--inner", spec]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -111,23 +111,23 @@ def main(argv=None):
     device = K.pick_device(args.device)
     if args.inner:  # INNER_REPS timed calls, each in its NVTX range, nothing else in a range
         case, backend, fn = setup(args.specs[0], device)
-        BN.time_call(fn, device, warmup=2, reps=INNER_REPS, min_reps=INNER_REPS, rel_sem=1.0,
-                     label=BN.nvtx_label(case.op, case.name, backend.name))
+        timer.time_call(fn, device, warmup=2, reps=INNER_REPS, min_reps=INNER_REPS, rel_sem=1.0,
+                     label=timer.nvtx_label(case.op, case.name, backend.name))
         return 0
-    flush = BN.l2_flush_buffer(device)
+    flush = timer.l2_flush_buffer(device)
     ncu = shutil.which("ncu") if args.ncu else None
     if args.ncu and not ncu:
         print("crosscheck: ncu is not on the PATH; its column stays empty", file=sys.stderr)
     rows = []
     for spec in args.specs:
         case, backend, fn = setup(spec, device)
-        cold = BN.time_call(fn, device, flush=flush)
-        warm = BN.time_call(fn, device)
+        cold = timer.time_call(fn, device, flush=flush)
+        warm = timer.time_call(fn, device)
         row = [spec, f"{cold.median_us:.1f}", f"{warm.median_us:.1f}", f"{plain_events(fn, device):.1f}"]
         bench = do_bench(fn, device)
         row.append(f"{bench:.1f}" if bench is not None else "-")
         if ncu:
-            us, kernels = ncu_kernel_us(spec, BN.nvtx_label(case.op, case.name, backend.name), ncu)
+            us, kernels = ncu_kernel_us(spec, timer.nvtx_label(case.op, case.name, backend.name), ncu)
             row += [f"{us:.1f}" if us is not None else "-", kernels]
         rows.append(row)
         print(f"done {spec}", file=sys.stderr)

@@ -1,5 +1,7 @@
-"""The results store: load `bench` documents and compare them.
+"""The results document of a `bench` run, written and read here, and comparisons of such documents.
 
+A document: the schema version, the environment (who ran what where: GPU, driver, packages, the
+harness's commit), the calibration, the datasheet roof and the records. Comparisons:
 - several backends in one run (one GPU, one commit): side by side;
 - one backend on several GPUs: side by side in % of each device's datasheet roof;
 - a baseline and a new run on one GPU: per (op, case, backend) a verdict from both runs' sample
@@ -9,10 +11,20 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
-from dataclasses import dataclass
+import os
+import platform
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import torch
+
+from harness.timer import pci_bus_id
 
 GATE = 0.05  # relative change that matters
 Z = 2.0  # standard errors a change must clear to count as real
@@ -20,6 +32,109 @@ Z = 2.0  # standard errors a change must clear to count as real
 
 class InputError(ValueError):
     """A results file that is missing, unreadable or not a bench document: a usage error (exit 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the document: environment, writing, reading
+
+
+DIST = "dsv4-sparse-harness"
+# the package of every backend (and the tools the timer uses) as pip names it; the first installed name wins
+PACKAGES = {"torch": ["torch"], "triton": ["triton"], "cupy": ["cupy-cuda13x", "cupy-cuda12x", "cupy"],
+            "nvidia-cuda-nvrtc": ["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"], "sglang": ["sglang"],
+            "flashinfer-python": ["flashinfer-python"], "sgl-deep-gemm": ["sgl-deep-gemm"],
+            "sgl-flash-mla": ["sgl-flash-mla"], "apache-tvm-ffi": ["apache-tvm-ffi"], "nvtx": ["nvtx"],
+            "nvidia-ml-py": ["nvidia-ml-py"], "pytest-benchmark": ["pytest-benchmark"]}
+
+
+def _version(*names):
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def harness_source():
+    """(commit, dirty, where it came from) of the harness that runs, whatever the current directory is:
+    HARNESS_GIT_COMMIT if set (a copied tree whose .git may be stale); else git at the folder the harness
+    package was imported from, if that folder is a git work tree's root (a checkout, an editable install);
+    else the commit its wheel was built from (harness/BUILD_COMMIT); else the commit pip recorded when it
+    installed from a VCS URL (direct_url.json); else nothing."""
+    if os.environ.get("HARNESS_GIT_COMMIT"):
+        return os.environ["HARNESS_GIT_COMMIT"], None, "HARNESS_GIT_COMMIT"
+    root = Path(__file__).resolve().parent.parent
+    try:
+        git = ["git", "-C", str(root)]
+        top = subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True)
+        if Path(top.stdout.strip()).resolve() == root:
+            head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+            dirty = subprocess.run([*git, "status", "--porcelain"], capture_output=True, text=True).stdout.strip()
+            return head.stdout.strip(), bool(dirty), f"git at {root}"
+    except (OSError, subprocess.CalledProcessError):  # no git, or not a work tree (an installed wheel)
+        pass
+    stamp = root / "harness" / "BUILD_COMMIT"  # written into a wheel by its build (ci/build_backend.py)
+    if stamp.is_file():
+        commit, _, state = stamp.read_text().strip().partition(" ")
+        return commit, state == "dirty", "the wheel's build (harness/BUILD_COMMIT)"
+    try:
+        direct = json.loads(importlib.metadata.distribution(DIST).read_text("direct_url.json") or "{}")
+        if direct.get("vcs_info", {}).get("commit_id"):
+            return direct["vcs_info"]["commit_id"], None, "direct_url.json"
+    except (importlib.metadata.PackageNotFoundError, json.JSONDecodeError):
+        pass
+    return None, None, None
+
+
+def _nvml_versions():
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        return {"driver": driver.decode() if isinstance(driver, bytes) else driver,
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}"}
+    except Exception:  # no NVML here: the versions are optional
+        return {}
+
+
+def environment(device):
+    """Provenance of a run: a run id, the harness's version and commit (of the installed package, not the
+    current directory), the version of every backend's package, and the device (GPU, driver, CUDA; on the
+    CPU its thread count)."""
+    env = {"run_id": str(uuid.uuid4()), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "python": platform.python_version(), "torch": torch.__version__, "device": str(device),
+           "harness_version": _version(DIST), "packages": {k: _version(*names) for k, names in PACKAGES.items()}}
+    if env["packages"]["triton"]:
+        env["triton"] = env["packages"]["triton"]
+    if torch.device(device).type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env.update(gpu=props.name, sms=props.multi_processor_count, cuda=torch.version.cuda,
+                   l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=props.total_memory,
+                   pci_bus_id=pci_bus_id(device), **_nvml_versions())
+    else:
+        env.update(cpu=platform.processor() or platform.machine(), cpu_threads=torch.get_num_threads(),
+                   cpu_count=os.cpu_count())
+    env["git_commit"], dirty, env["git_commit_source"] = harness_source()
+    if dirty is not None:
+        env["git_dirty"] = dirty
+    return env
+
+
+SCHEMA = 1  # what write_json writes
+READABLE_SCHEMAS = (0, SCHEMA)  # what load reads
+
+
+def write_json(path, device, calibration, records, peaks=None, *, env=None, complete=True):
+    """The run's document; complete=False marks one written part-way (the run may have been stopped)."""
+    doc = {"schema": SCHEMA, "environment": env or environment(device), "calibration": calibration,
+           "datasheet": asdict(peaks) if peaks else None, "complete": complete,
+           "records": [asdict(r) for r in records]}
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, path)  # a reader never sees half a document
 
 
 def load(path):
@@ -32,7 +147,7 @@ def load(path):
         raise InputError(f"{path}: not a JSON document ({err})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
         raise InputError(f"{path}: not a bench results document (no 'records' list)")
-    if doc.get("schema") not in (0, 1):
+    if doc.get("schema") not in READABLE_SCHEMAS:
         raise InputError(f"{path}: unknown results schema {doc.get('schema')!r}")
     doc.setdefault("environment", {})
     doc["path"] = str(path)

@@ -12,15 +12,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from harness import bench as BN
-from harness import crosscheck
+from harness import bench, crosscheck, exporters, results, timer
 
 
 def test_time_call_stops_on_a_small_standard_error_and_reports_the_host_cost():
     calls = []
     # a 2 ms sleep keeps the spread small even on a loaded machine (a busy 2-core CI box made a
     # sum-over-range call noisy enough to run to `reps`); the budget bounds a pathological machine
-    t = BN.time_call(lambda: calls.append(time.sleep(0.002)), "cpu", warmup=3, reps=50, min_reps=10, rel_sem=0.5,
+    t = timer.time_call(lambda: calls.append(time.sleep(0.002)), "cpu", warmup=3, reps=50, min_reps=10, rel_sem=0.5,
                      budget_s=0.5)
     assert t.clock == "wall" and t.samples == len(t.samples_us) and 10 <= t.samples < 50  # stopped early
     assert len(calls) == 3 + t.samples
@@ -29,13 +28,13 @@ def test_time_call_stops_on_a_small_standard_error_and_reports_the_host_cost():
 
 
 def test_time_call_runs_to_reps_when_noise_stays_high():
-    t = BN.time_call(lambda: None, "cpu", warmup=1, reps=12, min_reps=4, rel_sem=0.0, budget_s=60)
+    t = timer.time_call(lambda: None, "cpu", warmup=1, reps=12, min_reps=4, rel_sem=0.0, budget_s=60)
     assert t.samples == 12
 
 
 def test_nvtx_labels_have_no_slash():
     # Nsight's --nvtx-include reads '/' as nesting of push/pop ranges
-    label = BN.nvtx_label("topk_indices", "b64-16384", "cuda")
+    label = timer.nvtx_label("topk_indices", "b64-16384", "cuda")
     assert "/" not in label and label.split(":") == ["topk_indices", "b64-16384", "cuda"]
 
 
@@ -43,10 +42,10 @@ def test_input_copies_outgrow_the_flush_buffer():
     class Flush:
         def numel(self):
             return 120 << 20
-    assert BN._rotations(4 << 20, Flush()) == 30
-    assert BN._rotations(1 << 30, Flush()) == 1
-    assert BN._rotations(1, Flush()) == 32  # capped
-    assert BN._rotations(4 << 20, None) == 1
+    assert bench._rotations(4 << 20, Flush()) == 30
+    assert bench._rotations(1 << 30, Flush()) == 1
+    assert bench._rotations(1, Flush()) == 32  # capped
+    assert bench._rotations(4 << 20, None) == 1
 
 
 def test_crosscheck_prints_every_clock(capsys):
@@ -57,15 +56,15 @@ def test_crosscheck_prints_every_clock(capsys):
 
 def test_an_explicit_commit_wins_over_a_copied_git(monkeypatch):
     monkeypatch.setenv("HARNESS_GIT_COMMIT", "abc1234")
-    env = BN.environment("cpu")
+    env = results.environment("cpu")
     assert env["git_commit"] == "abc1234" and env["git_commit_source"] == "HARNESS_GIT_COMMIT"
     monkeypatch.delenv("HARNESS_GIT_COMMIT")
-    assert len(BN.environment("cpu")["git_commit"]) == 40  # this checkout's HEAD
+    assert len(results.environment("cpu")["git_commit"]) == 40  # this checkout's HEAD
 
 
 @pytest.mark.parametrize("samples", [[10.0, 11.0], [10.0, 11.0, 12.0], [5.0, 5.1, 5.2, 90.0], [3.0] * 4 + [40.0]])
 def test_p10_and_p90_stay_within_the_samples_and_the_count_is_reported(samples):
-    t = BN._timing(samples, "wall")
+    t = timer.timing_from(samples, "wall")
     assert min(samples) <= t.p10_us <= t.median_us <= t.p90_us <= max(samples)
     assert t.samples == len(samples) == len(t.samples_us)
 
@@ -110,15 +109,15 @@ def test_telemetry_finds_the_torch_device_by_pci_bus_id_and_reads_nvml_reasons(m
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0x3B, pci_device_id=0, name="NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
-    got = BN.telemetry("cuda:1")  # under CUDA_VISIBLE_DEVICES=4,5 this is physical GPU 5: the bus id says so
+    got = timer.telemetry("cuda:1")  # under CUDA_VISIBLE_DEVICES=4,5 this is physical GPU 5: the bus id says so
     assert nvml.asked == ["00000000:3B:00.0"] and got["pci_bus_id"] == "00000000:3B:00.0"
     assert got["throttled"] is throttled
     assert ("sw_thermal_slowdown" in got["clock_event_reasons"]) == bool(reasons & 0x20)
-    assert BN.throttled(got, {}) is throttled and BN.throttled({}, got) is throttled
+    assert timer.throttled(got, {}) is throttled and timer.throttled({}, got) is throttled
 
 
 def test_environment_records_the_harness_commit_not_the_current_directory(tmp_path, monkeypatch):
-    root = Path(BN.__file__).resolve().parent.parent
+    root = Path(results.__file__).resolve().parent.parent
     head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode or Path(subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
                                               capture_output=True, text=True).stdout.strip()).resolve() != root:
@@ -130,12 +129,12 @@ def test_environment_records_the_harness_commit_not_the_current_directory(tmp_pa
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "another project"], check=True)
     monkeypatch.chdir(other)
     monkeypatch.delenv("HARNESS_GIT_COMMIT", raising=False)
-    env = BN.environment("cpu")
+    env = results.environment("cpu")
     assert env["git_commit"] == head.stdout.strip() and str(root) in env["git_commit_source"]
 
 
 def test_environment_records_versions_threads_and_a_run_id():
-    env, again = BN.environment("cpu"), BN.environment("cpu")
+    env, again = results.environment("cpu"), results.environment("cpu")
     assert env["harness_version"] == importlib.metadata.version("dsv4-sparse-harness")
     assert {"torch", "triton", "cupy", "sglang", "flashinfer-python", "sgl-deep-gemm", "sgl-flash-mla"} <= set(
         env["packages"])
@@ -147,15 +146,15 @@ def test_pytest_benchmark_export_is_made_by_pytest_benchmark(tmp_path):
     stats_module = pytest.importorskip("pytest_benchmark.stats")
     import pytest_benchmark
     samples = [12.0, 10.0, 11.5, 30.0, 10.5]
-    timing = BN._timing(samples, "wall")
-    record = BN.Record("topk_indices", "long-k512", "torch", "pass", timing=timing, bytes=1000, flops=0)
+    timing = timer.timing_from(samples, "wall")
+    record = bench.Record("topk_indices", "long-k512", "torch", "pass", timing=timing, bytes=1000, flops=0)
     path = tmp_path / "pb.json"
-    BN.write_pytest_benchmark(path, "cpu", [record, BN.Record("topk_indices", "x", "torch", "skip")])
+    exporters.write_pytest_benchmark(path, "cpu", [record, bench.Record("topk_indices", "x", "torch", "skip")])
     doc = json.loads(path.read_text())
     want = stats_module.Stats()
     for x in samples:
         want.update(x * 1e-6)
-    (bench,) = doc["benchmarks"]
+    (entry,) = doc["benchmarks"]
     assert doc["version"] == pytest_benchmark.__version__ and "python_implementation" in doc["machine_info"]
-    assert {k: bench["stats"][k] for k in want.fields} == pytest.approx(want.as_dict())
-    assert bench["group"] == "topk_indices" and bench["param"] == "torch" and bench["stats"]["rounds"] == 5
+    assert {k: entry["stats"][k] for k in want.fields} == pytest.approx(want.as_dict())
+    assert entry["group"] == "topk_indices" and entry["param"] == "torch" and entry["stats"]["rounds"] == 5
