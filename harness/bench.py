@@ -15,7 +15,6 @@ import torch
 from harness import cases as C
 from harness import check as K
 from harness import exporters
-from harness import inputs as I
 from harness import ops
 from harness import roofline
 from harness.timer import (GRAPH_BELOW_US, Timing, nvtx_label, telemetry, throttled, time_call,
@@ -111,7 +110,7 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     if before:
         record.extra["telemetry"] = {"before": before, "after": after}
         record.extra["throttled"] = throttled(before, after)
-    layers = I.PRESETS[C.preset_of(case)].layers
+    layers = C.LAYERS[C.preset_of(case)]
     plan_us = record.plan_timing.median_us if record.plan_timing else 0.0
     record.extra.update(layers=layers, per_step_us=plan_us + layers * record.timing.median_us)
     seconds = record.timing.median_us * 1e-6

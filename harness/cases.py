@@ -420,6 +420,9 @@ BENCH["v4-pro"] += [
         topk=8192, page_size=2)]
 
 
+LAYERS = {"v4-flash": 43, "v4-pro": 61}  # per model (contract §6): a forward step runs the call this often
+
+
 def preset_of(case):
     """The model whose benchmark set holds the case (its layer count prices a forward step);
     v4-flash for a case of no set."""

@@ -25,33 +25,6 @@ SM_SCALE = contract.ATTN_DIM ** -0.5  # V4's softmax scale (contract §4): the a
 
 
 # ---------------------------------------------------------------------------------------------
-# model shapes (contract §6)
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    name: str
-    layers: int
-    query_heads: int
-    index_topk: int
-    head_dim: int = 512
-    rope_dim: int = 64
-    indexer_heads: int = 64
-    indexer_dim: int = 128
-    window: int = 128
-    max_context: int = 1 << 20
-
-    @property
-    def sm_scale(self):
-        return self.head_dim ** -0.5
-
-
-V4_FLASH = ModelShape("v4-flash", layers=43, query_heads=64, index_topk=512)
-V4_PRO = ModelShape("v4-pro", layers=61, query_heads=128, index_topk=1024)
-PRESETS = {m.name: m for m in (V4_FLASH, V4_PRO)}
-
-
-# ---------------------------------------------------------------------------------------------
 # the bundle a builder returns
 
 
