@@ -1142,20 +1142,20 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
     __device__ __forceinline__ int* flags(int tile) {
         return reinterpret_cast<int*>(stages + PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES) + (tile % PIPE_BF16_STAGES) * PIPE_TILE;
     }
-    __device__ __forceinline__ void load_idx(int tile) {
+    __device__ __forceinline__ void load_idx(int tile, int (&ids)[PIPE_TILE / 4]) {
 #pragma unroll
         for (int k = 0; k < PIPE_TILE / 4; ++k) {
             const int i = tile * PIPE_TILE + line_first + 4 * k;
-            idx_next[k] = i < n ? idx_row[i] : -1;
+            ids[k] = i < n ? idx_row[i] : -1;
         }
     }
-    __device__ __forceinline__ void fetch(int tile) {  // one commit group a call, empty past the end
+    __device__ __forceinline__ void fetch(int tile, const int (&ids)[PIPE_TILE / 4]) {  // one commit group a call, empty past the end
         if (tile < tiles) {
             unsigned char* dst = stages + (tile % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
             int* f = flags(tile);
 #pragma unroll
             for (int k = 0; k < PIPE_TILE / 4; ++k) {
-                const int r = line_first + 4 * k, idx = idx_next[k];
+                const int r = line_first + 4 * k, idx = ids[k];
                 if (idx >= 0) {
                     cp_async16_l2_256(dst + swizzled_offset(PIPE_TILE, r, piece), kv + (long long)idx * DIM * 2 + piece * 16);
                 } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
@@ -1167,12 +1167,14 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
         cp_async_commit();
     }
     __device__ __forceinline__ void start() {  // tiles 0 .. 2 (Q joins tile 0's group)
-#pragma unroll 1
-        for (int j = 0; j < PIPE_BF16_STAGES - 1; ++j) {
-            load_idx(j);
-            fetch(j);
-        }
-        load_idx(PIPE_BF16_STAGES - 1);
+        // every index load first, then the copies: one index-load latency before the first copy
+        // instead of one a tile (each fetch waits for its indices)
+        int first[PIPE_BF16_STAGES - 1][PIPE_TILE / 4];
+#pragma unroll
+        for (int j = 0; j < PIPE_BF16_STAGES - 1; ++j) load_idx(j, first[j]);
+        load_idx(PIPE_BF16_STAGES - 1, idx_next);
+#pragma unroll
+        for (int j = 0; j < PIPE_BF16_STAGES - 1; ++j) fetch(j, first[j]);
     }
     __device__ __forceinline__ unsigned int top(int i) {
         cp_async_wait<PIPE_BF16_STAGES - 2>();  // this thread's copies of tile i (and Q) have landed
@@ -1182,8 +1184,8 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
         return (unsigned int)__cvta_generic_to_shared(stages) + (i % PIPE_BF16_STAGES) * PIPE_BF16_BYTES;
     }
     __device__ __forceinline__ void refill(int i) {
-        fetch(i + PIPE_BF16_STAGES - 1);
-        load_idx(i + PIPE_BF16_STAGES);
+        fetch(i + PIPE_BF16_STAGES - 1, idx_next);
+        load_idx(i + PIPE_BF16_STAGES, idx_next);
     }
     __device__ __forceinline__ void overlap(int, int) {}
 };
@@ -1215,21 +1217,21 @@ struct PipeFp8Rows {
     __device__ __forceinline__ int* flags(int tile) {  // the bf16 tile's
         return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + PIPE_RAW_STAGES * PIPE_TILE + (tile & 1) * PIPE_TILE;
     }
-    __device__ __forceinline__ void load_idx(int tile) {
+    __device__ __forceinline__ void load_idx(int tile, int (&ids)[PIPE_PIECES_PER_THREAD]) {
 #pragma unroll
         for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
             const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + c / FP8_PIECES;
-            idx_next[k] = c < PIPE_TILE * FP8_PIECES && i < n ? idx_row[i] : -1;
+            ids[k] = c < PIPE_TILE * FP8_PIECES && i < n ? idx_row[i] : -1;
         }
     }
-    __device__ __forceinline__ void fetch(int tile) {  // one commit group a call, empty past the end
+    __device__ __forceinline__ void fetch(int tile, const int (&ids)[PIPE_PIECES_PER_THREAD]) {  // one commit group a call, empty past the end
         if (tile < tiles) {
             unsigned char* dst = raw(tile);
             int* f = raw_flags(tile);
             const int slot_mask = (1 << page_shift) - 1;
 #pragma unroll
             for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
-                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = idx_next[k];
+                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = ids[k];
                 if (c < PIPE_TILE * FP8_PIECES) {
                     if (idx >= 0) {
                         const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
@@ -1267,12 +1269,12 @@ struct PipeFp8Rows {
         }
     }
     __device__ __forceinline__ void start() {  // raw tiles 0 .. 3 (Q joins tile 0's group), then tile 0 dequantised
-#pragma unroll 1
-        for (int j = 0; j < PIPE_RAW_STAGES; ++j) {
-            load_idx(j);
-            fetch(j);
-        }
-        load_idx(PIPE_RAW_STAGES);
+        int first[PIPE_RAW_STAGES][PIPE_PIECES_PER_THREAD];  // as PipeBf16Rows::start: index loads first
+#pragma unroll
+        for (int j = 0; j < PIPE_RAW_STAGES; ++j) load_idx(j, first[j]);
+        load_idx(PIPE_RAW_STAGES, idx_next);
+#pragma unroll
+        for (int j = 0; j < PIPE_RAW_STAGES; ++j) fetch(j, first[j]);
         if (tiles > 0) {
             cp_async_wait<PIPE_RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
             __syncthreads();                        // everyone's
@@ -1288,8 +1290,8 @@ struct PipeFp8Rows {
         return (unsigned int)__cvta_generic_to_shared(bf16_s) + (i & 1) * PIPE_BF16_BYTES;
     }
     __device__ __forceinline__ void refill(int i) {
-        fetch(i + PIPE_RAW_STAGES);  // into the stage tile i left (dequantised during tile i - 1)
-        load_idx(i + PIPE_RAW_STAGES + 1);
+        fetch(i + PIPE_RAW_STAGES, idx_next);  // into the stage tile i left (dequantised during tile i - 1)
+        load_idx(i + PIPE_RAW_STAGES + 1, idx_next);
     }
     __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
         if (i + 1 < tiles) dequant(i + 1, part);
