@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness import inputs as I
+from harness import inputs
 from harness import ops
 
 
@@ -28,17 +28,18 @@ def other_device(device):
 
 
 BASES = {
-    "ring": lambda dev: I.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="ring", seed=1,
-                                          device=dev),
-    "paged": lambda dev: I.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="paged", seed=1,
-                                           device=dev),
-    "online": lambda dev: I.compress_inputs(ratio=128, d=8, prefix_lens=[5], extend_lens=[200], mode="online", seed=1,
-                                            device=dev),
-    "indexer": lambda dev: I.indexer_inputs(context_lens=[70, 3], heads=32, seed=2, max_context_len=128, device=dev),
-    "topk": lambda dev: I.topk_inputs(seq_lens=[30, 5], columns=40, k=8, page_size=16, seed=3, device=dev),
-    "attention": lambda dev: I.attention_inputs(positions=[40, 300], heads=16, topk=16, seed=4, device=dev),
-    "attention_fp8": lambda dev: I.attention_fp8_inputs(positions=[40, 300], heads=16, topk=16, page_size=2, seed=5,
-                                                        device=dev),
+    "ring": lambda dev: inputs.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="ring",
+                                               seed=1, device=dev),
+    "paged": lambda dev: inputs.compress_inputs(ratio=4, d=8, prefix_lens=[5, 0], extend_lens=[7, 4], mode="paged",
+                                                seed=1, device=dev),
+    "online": lambda dev: inputs.compress_inputs(ratio=128, d=8, prefix_lens=[5], extend_lens=[200], mode="online",
+                                                 seed=1, device=dev),
+    "indexer": lambda dev: inputs.indexer_inputs(context_lens=[70, 3], heads=32, seed=2, max_context_len=128,
+                                                 device=dev),
+    "topk": lambda dev: inputs.topk_inputs(seq_lens=[30, 5], columns=40, k=8, page_size=16, seed=3, device=dev),
+    "attention": lambda dev: inputs.attention_inputs(positions=[40, 300], heads=16, topk=16, seed=4, device=dev),
+    "attention_fp8": lambda dev: inputs.attention_fp8_inputs(positions=[40, 300], heads=16, topk=16, page_size=2,
+                                                             seed=5, device=dev),
 }
 
 
@@ -113,7 +114,7 @@ def wider_d(t, dev):  # every row twice as wide: 4*(2d) or 2*(2d), a valid width
 
 def aligned(rows, columns, dev):
     """A zeroed uint8 [rows, columns] whose data pointer is 256-byte aligned (a contract §8 cache)."""
-    return I.aligned_bytes((rows, columns), dev).zero_()
+    return inputs.aligned_bytes((rows, columns), dev).zero_()
 
 
 def blames(op, message, argument):

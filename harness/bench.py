@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness import cases as C
-from harness import check as K
+from harness import cases
+from harness import check
 from harness import exporters
 from harness import ops
 from harness import roofline
@@ -50,24 +50,24 @@ def _rotations(nbytes, flush, most=32):
 def _call(module, case, x):
     """The timed call on inputs x, validate=False: with the backend's plans where it has a planner
     (made here, outside the timing, as an engine plans once per step), else as it plans for itself."""
-    calls = K.op_calls(case, x)
-    plans = K.make_plans(module, case, calls)
-    return lambda: K.run_calls(module, case, x, calls, plans, validate=False)
+    calls = check.op_calls(case, x)
+    plans = check.make_plans(module, case, calls)
+    return lambda: check.run_calls(module, case, x, calls, plans, validate=False)
 
 
 def time_planner(module, case, x, device, reps=20):
     """Host wall-clock of the backend's planner for the case's calls, to the end of its device work
     (an engine pays it once per forward step), or None where the backend has no planner."""
-    if K.planner(module, case.op) is None:
+    if check.planner(module, case.op) is None:
         return None
-    calls = K.op_calls(case, x)
+    calls = check.op_calls(case, x)
     cuda = torch.device(device).type == "cuda"
     samples = []
     for i in range(reps + 2):
         if cuda:
             torch.cuda.synchronize(device)
         t = time.perf_counter()
-        K.make_plans(module, case, calls, validate=False)  # timed as the op: validated once, outside
+        check.make_plans(module, case, calls, validate=False)  # timed as the op: validated once, outside
         if cuda:
             torch.cuda.synchronize(device)
         if i >= 2:  # two warm-up plans
@@ -80,9 +80,9 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device)."""
     record = Record(case.op, case.name, backend.name, "pass")
     x = prepared[0].clone()
-    checked = K.check_case(backend, case, device, prepared=prepared)  # works on its own copies
-    record.verdict, record.message = checked.status, checked.message
-    if checked.status == "skip":  # the backend declines this case: nothing to time
+    checked = check.check_case(backend, case, device, prepared=prepared)  # works on its own copies
+    record.verdict, record.message = checked.verdict, checked.message
+    if checked.verdict == "skip":  # the backend declines this case: nothing to time
         return record
     record.extra["metrics"] = checked.metrics
     record.extra["workload"] = exporters.workload(case, x)
@@ -110,7 +110,7 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     if before:
         record.extra["telemetry"] = {"before": before, "after": after}
         record.extra["throttled"] = throttled(before, after)
-    layers = C.LAYERS[C.preset_of(case)]
+    layers = cases.LAYERS[cases.preset_of(case)]
     plan_us = record.plan_timing.median_us if record.plan_timing else 0.0
     record.extra.update(layers=layers, per_step_us=plan_us + layers * record.timing.median_us)
     seconds = record.timing.median_us * 1e-6

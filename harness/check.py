@@ -19,7 +19,7 @@ import torch
 
 import references
 from harness import badinput
-from harness import cases as C
+from harness import cases
 from harness import contract
 from harness import known
 from harness import ops
@@ -27,10 +27,10 @@ from harness import ops
 
 @dataclass
 class CaseResult:
-    case: C.Case
+    case: cases.Case
     backend: str
     device: str
-    status: str  # pass, fail, error, skip (the backend declined: contract.Unsupported), known (harness/known.py)
+    verdict: str  # pass, fail, error, skip (the backend declined: contract.Unsupported), known (harness/known.py)
     message: str = ""
     metrics: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -38,11 +38,11 @@ class CaseResult:
 
     @property
     def ok(self):
-        return self.status == "pass"
+        return self.verdict == "pass"
 
     @property
     def failed(self):
-        return self.status in ("fail", "error")
+        return self.verdict in ("fail", "error")
 
     @property
     def repro(self):
@@ -171,7 +171,7 @@ def graph_run(module, case, x):
 
 
 def compare_outputs(case, x, got, ref):
-    """The op's comparator (ops.py) on the case's inputs x: got against ref, a compare.Report."""
+    """The op's comparator (ops.py) on the case's inputs x: got against ref, a comparators.Comparison."""
     return ops.entry(case.op).compare(x, got, ref)
 
 
@@ -204,27 +204,28 @@ def check_bad_input(backend, case, device) -> CaseResult:
     result = CaseResult(case, backend.name, device, "pass")
     args, kwargs, state = badinput.build(bad, device)
     if bad.argument == "plan" and planner(backend.module, case.op) is None:
-        result.status, result.message = "skip", f"{backend.name} exports no {case.op}_plan"
+        result.verdict, result.message = "skip", f"{backend.name} exports no {case.op}_plan"
         return result
     if isinstance(kwargs.get("plan"), badinput.PlanOf):  # made by the backend's own planner
         changes = {name: make(kwargs.get(name), torch.device(device)) for name, make in kwargs["plan"].changes}
         try:
             kwargs["plan"] = make_plan(backend.module, case.op, args, kwargs, validate=False, **changes)
         except Exception as err:
-            result.status, result.message = "error", f"{case.op}_plan raised {_describe(err)}"
+            result.verdict, result.message = "error", f"{case.op}_plan raised {_describe(err)}"
             return result
     before = state.clone() if state is not None else None
     try:
         getattr(backend.module, case.op)(*args, **kwargs)
-        result.status, result.message = "fail", f"accepted bad {bad.argument} ({bad.what}); contract: ValueError naming it"
+        result.verdict = "fail"
+        result.message = f"accepted bad {bad.argument} ({bad.what}); contract: ValueError naming it"
     except ValueError as err:
         if not badinput.blames(case.op, str(err), bad.argument):
-            result.status = "fail"
+            result.verdict = "fail"
             result.message = f"bad {bad.argument} ({bad.what}) raised ValueError not naming it first: {err}"
         elif before is not None and not same_bits(before, state):
-            result.status, result.message = "fail", f"bad {bad.argument} ({bad.what}): state written before the error"
+            result.verdict, result.message = "fail", f"bad {bad.argument} ({bad.what}): state written before the error"
     except Exception as err:
-        result.status = "fail"
+        result.verdict = "fail"
         result.message = f"bad {bad.argument} ({bad.what}) raised {_describe(err)}; contract: ValueError naming it"
     result.seconds = time.perf_counter() - start
     return result
@@ -236,7 +237,7 @@ def _tensors(x):
 
 def prepare(case, device):
     """The case's inputs and the reference's outputs on them (the inputs stay untouched)."""
-    x = C.build(case, device)
+    x = cases.build(case, device)
     return x, run_op(references, case, x.clone())
 
 
@@ -249,7 +250,7 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
     try:
         x, ref = prepared or prepare(case, device)
     except Exception as err:  # a harness or reference problem, reported as such
-        result.status, result.message = "error", f"building or running the reference failed: {_describe(err)}"
+        result.verdict, result.message = "error", f"building or running the reference failed: {_describe(err)}"
         return result
     try:
         poison_free_memory(device)
@@ -259,11 +260,11 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
         if torch.device(device).type == "cuda":
             torch.cuda.synchronize()
     except contract.Unsupported as err:
-        result.status, result.message = "skip", f"{backend.name} does not support this case: {err}"
+        result.verdict, result.message = "skip", f"{backend.name} does not support this case: {err}"
         result.seconds = time.perf_counter() - start
         return result
     except Exception as err:
-        result.status, result.message = "error", f"{backend.name} raised {_describe(err)}"
+        result.verdict, result.message = "error", f"{backend.name} raised {_describe(err)}"
         result.seconds = time.perf_counter() - start
         return result
     report = compare_outputs(case, x, got, ref)
@@ -281,7 +282,7 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
             break
     result.metrics = report.metrics
     if not report.ok:
-        result.status, result.message = "fail", report.message
+        result.verdict, result.message = "fail", report.message
     else:
         try:
             poison_free_memory(device)
@@ -290,17 +291,17 @@ def check_case(backend, case, device, keep_outputs=False, prepared=None) -> Case
                 again = run_op(backend.module, case, x.clone(), validate=False)
             differs = rerun_differs(case, got, again)
             if differs:
-                result.status, result.message = "fail", f"{differs}: a second run gave different bits (nondeterminism)"
+                result.verdict, result.message = "fail", f"{differs}: a second run gave different bits (nondeterminism)"
             elif outputs_outlived(got, kept, again):
-                result.status, result.message = "fail", outputs_outlived(got, kept, again)
+                result.verdict, result.message = "fail", outputs_outlived(got, kept, again)
         except Exception as err:
-            result.status, result.message = "error", f"{backend.name} raised on the rerun: {_describe(err)}"
-    if result.status == "pass" and planner(backend.module, case.op) is not None:
-        result.status, result.message = check_plans(backend, case, device, x, got)
-    if result.status == "fail":
+            result.verdict, result.message = "error", f"{backend.name} raised on the rerun: {_describe(err)}"
+    if result.verdict == "pass" and planner(backend.module, case.op) is not None:
+        result.verdict, result.message = check_plans(backend, case, device, x, got)
+    if result.verdict == "fail":
         entry = known.match(backend.name, case.op, result.message)
         if entry:
-            result.status, result.message = "known", f"{result.message} [known: {entry.reason} Seen: {entry.seen}]"
+            result.verdict, result.message = "known", f"{result.message} [known: {entry.reason} Seen: {entry.seen}]"
     if keep_outputs:
         result.outputs = {"got": got, "inputs": x}
     result.seconds = time.perf_counter() - start
@@ -317,7 +318,8 @@ def check_plans(backend, case, device, x, got):
         return "error", f"{backend.name} raised on the planned call: {_describe(err)}"
     differs = rerun_differs(case, got, planned)
     if differs:
-        return "fail", f"{differs}: the call with a plan gave other bits than the call without (contract section 7: the same result)"
+        return "fail", (f"{differs}: the call with a plan gave other bits than the call without (contract section 7: "
+                        f"the same result)")
     if torch.device(device).type != "cuda" or not ops.entry(case.op).graph_capturable \
             or not getattr(backend.module, "graph_capturable", True):
         return "pass", ""
@@ -325,8 +327,8 @@ def check_plans(backend, case, device, x, got):
         poison_free_memory(device)
         replayed = graph_run(backend.module, case, x.clone())
     except Exception as err:
-        return "fail", (f"the planned call (validate=False) could not be captured in a CUDA graph (contract section 7: it may "
-                        f"not synchronise): {_describe(err)}")
+        return "fail", (f"the planned call (validate=False) could not be captured in a CUDA graph (contract section 7: "
+                        f"it may not synchronise): {_describe(err)}")
     differs = rerun_differs(case, got, replayed)
     if differs:
         return "fail", f"{differs}: a CUDA-graph replay of the planned call gave other bits than the eager call"
@@ -345,11 +347,11 @@ def shrink(backend, failing, device, budget_s=SHRINK_BUDGET_S):
     kind = failing.message.split(":", 1)[0]
     while progress and time.perf_counter() - start < budget_s:
         progress = False
-        for candidate in C.shrink_steps(best.case):
+        for candidate in cases.shrink_steps(best.case):
             if time.perf_counter() - start >= budget_s:
                 break
             r = check_case(backend, candidate, device)
-            if r.status == failing.status and r.message.split(":", 1)[0] == kind:
+            if r.verdict == failing.verdict and r.message.split(":", 1)[0] == kind:
                 best, progress = r, True
                 break
     return best

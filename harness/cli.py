@@ -1,4 +1,6 @@
-"""`python -m harness <command>`: check (conformance against the float64 reference)."""
+"""`python -m harness <command>` (also `dsv4-harness`): check (conformance against the float64
+reference), bench (timing against the roofline), calibrate (the device's measured ceilings), compare
+(bench result files side by side, or a new run against a baseline) and report (markdown and plots)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ import sys
 from tabulate import tabulate
 
 from harness import backends
-from harness import cases as C
-from harness import check as K
-from harness import compare
+from harness import cases
+from harness import check
+from harness import comparators
 from harness import ops
 from harness import roofline
 from harness.contract import OPS
@@ -90,10 +92,10 @@ def _gate(text):
 
 
 def main(argv=None):
-    from harness import results as RS
+    from harness import results
     try:
         return _run(argv)
-    except RS.InputError as err:
+    except results.InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (| head): nothing more to say
@@ -128,7 +130,7 @@ def _run(argv):
                    help=f"registered name ({registered}) or a dotted module; {LISTS}; "
                         "default: every available backend but the reference (torch included)")
     b.add_argument("--cases", action=_names(), nargs="+", metavar="NAME",
-                   help=f"benchmark sets ({', '.join(C.BENCH)}), quick (the small test cases; on the CPU the first "
+                   help=f"benchmark sets ({', '.join(cases.BENCH)}), quick (the small test cases; on the CPU the first "
                         f"{CPU_BENCH_PER_OP} per op) or case names; {LISTS}; default: v4-flash")
     b.add_argument("--list-cases", action="store_true", help="print the benchmark sets and their cases and exit")
     b.add_argument("--device", type=_device_name, default="auto", help="cpu, cuda, cuda:N or auto")
@@ -157,20 +159,20 @@ def _run(argv):
 
 
 def compare_command(args):
-    from harness import results as RS
-    docs = [RS.load(f) for f in args.files]
+    from harness import results
+    docs = [results.load(f) for f in args.files]
     if not args.baseline:
-        rows, headers = RS.side_by_side(docs)
+        rows, headers = results.side_by_side(docs)
         print(tabulate(rows, headers=headers, tablefmt="github"))
         return 0
-    base = RS.load(args.baseline)
+    base = results.load(args.baseline)
     status = 0
     for doc in docs:
         if base["environment"].get("gpu") != doc["environment"].get("gpu"):
             print(f"warning: {doc['path']} ran on {doc['environment'].get('gpu')}, the baseline on "
                   f"{base['environment'].get('gpu')}", file=sys.stderr)
-        changes = RS.compare_runs(base, doc, args.gate)
-        new_label, base_label = RS.labels([doc, base])
+        changes = results.compare_runs(base, doc, args.gate)
+        new_label, base_label = results.labels([doc, base])
         print(f"\n{new_label} against {base_label} (gate {args.gate:.0%})")
         print(tabulate([[*c.key, _us(c.base_us), _us(c.new_us), f"{c.ratio:.3f}" if c.ratio else "-", c.verdict,
                          c.message] for c in changes],
@@ -222,7 +224,7 @@ def calibrate_command(args):
 
 
 def _device(arg):
-    device = K.pick_device(arg)
+    device = check.pick_device(arg)
     if device.startswith("cuda"):
         import torch
         if not torch.cuda.is_available():
@@ -277,7 +279,7 @@ def _select_cases(args):
             hits = []
             for op in ops:
                 try:
-                    hits.append(C.find(op, name))
+                    hits.append(cases.find(op, name))
                 except KeyError:
                     pass
             if not hits:
@@ -285,7 +287,7 @@ def _select_cases(args):
                 sys.exit(2)
             chosen += hits
         return chosen
-    return C.select(ops, args.tier or "quick") + C.fuzz(ops, args.fuzz, args.seed)
+    return cases.select(ops, args.tier or "quick") + cases.fuzz(ops, args.fuzz, args.seed)
 
 
 class Progress:
@@ -300,7 +302,7 @@ class Progress:
     def _group_done(self):
         if self.group_results and not self.tty and not self.verbose:
             rs = self.group_results
-            failed, skipped = sum(r.failed for r in rs), sum(r.status == "skip" for r in rs)
+            failed, skipped = sum(r.failed for r in rs), sum(r.verdict == "skip" for r in rs)
             print(f"[{self.done}/{self.total}] {self.group[0]} {self.group[1]}: {len(rs)} (backend, case) pairs, "
                   f"{failed} failed" + (f", {skipped} skipped" if skipped else "")
                   + f" ({sum(r.seconds for r in rs):.1f}s)", file=sys.stderr, flush=True)
@@ -312,7 +314,7 @@ class Progress:
             self.group = (result.case.op, result.case.family)
         self.group_results.append(result)
         self.done += 1
-        line = f"[{self.done}/{self.total}] {result.backend} {result.case.id}: {result.status} ({result.seconds:.2f}s)"
+        line = f"[{self.done}/{self.total}] {result.backend} {result.case.id}: {result.verdict} ({result.seconds:.2f}s)"
         if self.verbose and result.metrics:
             line += f" {_metrics(result)}"
         if self.verbose:
@@ -342,15 +344,15 @@ def _metrics(result):
     return ", ".join(f"{k} {v:.2e}" for k, v in sorted(result.metrics.items()))
 
 
-def _list_cases(cases):
-    print(tabulate([[c.op, c.family, c.tier, c.name, c.seed] for c in cases],
+def _list_cases(chosen):
+    print(tabulate([[c.op, c.family, c.tier, c.name, c.seed] for c in chosen],
                    headers=["op", "family", "tier", "name (for --case / --cases)", "seed"], tablefmt="github"))
     return 0
 
 
 def check_command(args):
     if args.list_cases:
-        return _list_cases(C.select(args.ops or list(OPS), args.tier or "quick"))
+        return _list_cases(cases.select(args.ops or list(OPS), args.tier or "quick"))
     device = _device(args.device)
     loaded = _backends(args.backend, device)
     chosen = _select_cases(args)
@@ -362,10 +364,10 @@ def check_command(args):
     lost = None
     for case in chosen:
         for backend in loaded:
-            r = K.check_case(backend, case, device, keep_outputs=len(loaded) > 1)
+            r = check.check_case(backend, case, device, keep_outputs=len(loaded) > 1)
             results[backend.name].append(r)
             progress.step(r)
-            if r.status == "error" and K.cuda_context_lost(device):
+            if r.verdict == "error" and check.cuda_context_lost(device):
                 lost = r
                 break
         if lost:
@@ -375,9 +377,10 @@ def check_command(args):
     failures = [r for rs in results.values() for r in rs if r.failed]
     if lost:
         _print_failures(failures)
-        _context_lost(lost.backend, lost.case.id, lost.message, len(chosen) * len(loaded) - sum(map(len, results.values())))
+        not_run = len(chosen) * len(loaded) - sum(map(len, results.values()))
+        _context_lost(lost.backend, lost.case.id, lost.message, not_run)
         return 2
-    skipped = [r for rs in results.values() for r in rs if r.status == "skip"]
+    skipped = [r for rs in results.values() for r in rs if r.verdict == "skip"]
     for op in OPS:
         families = sorted({c.family for c in chosen if c.op == op}, key=lambda f: [c.family for c in chosen].index(f))
         if not families:
@@ -387,13 +390,13 @@ def check_command(args):
             row = [fam, sum(1 for c in chosen if c.op == op and c.family == fam)]
             for b in loaded:
                 group = [r for r in results[b.name] if r.case.op == op and r.case.family == fam]
-                failed, skips = sum(r.failed for r in group), sum(r.status == "skip" for r in group)
-                knowns = sum(r.status == "known" for r in group)
+                failed, skips = sum(r.failed for r in group), sum(r.verdict == "skip" for r in group)
+                knowns = sum(r.verdict == "known" for r in group)
                 verdict = f"FAIL {failed}" if failed else "SKIP" if skips == len(group) else "PASS"
                 notes = [f"{knowns} known"] * bool(knowns) + [f"{skips} skipped"] * bool(skips and skips < len(group))
                 if notes:
                     verdict += f" ({', '.join(notes)})"
-                row += [verdict, _worst(group) + compare.recall_summary([r.metrics for r in group])]
+                row += [verdict, _worst(group) + comparators.recall_summary([r.metrics for r in group])]
             rows.append(row)
         headers = ["family", "cases"] + [h for b in loaded for h in (b.name, "worst")]
         print(f"\n{op}")
@@ -404,7 +407,7 @@ def check_command(args):
 
     _print_failures(failures)
     _shrink_fuzz_failures(loaded, failures, device)
-    knowns = [r for rs in results.values() for r in rs if r.status == "known"]
+    knowns = [r for rs in results.values() for r in rs if r.verdict == "known"]
     if knowns:
         print(f"\n{len(knowns)} known disagreements (harness/known.py; they do not fail the run):")
         for r in knowns:
@@ -425,10 +428,10 @@ def _shrink_fuzz_failures(loaded, failures, device, at_most=3):
     repro (the shrunk case's name encodes the shrink path, so --case rebuilds it alone)."""
     fuzzed = [r for r in failures if r.case.family == "fuzz"][:at_most]
     if fuzzed:
-        print(f"\nshrinking {len(fuzzed)} failing fuzz case(s) (up to {K.SHRINK_BUDGET_S:.0f} s each):")
+        print(f"\nshrinking {len(fuzzed)} failing fuzz case(s) (up to {check.SHRINK_BUDGET_S:.0f} s each):")
     modules = {b.name: b for b in loaded}
     for r in fuzzed:
-        small = K.shrink(modules[r.backend], r, device)
+        small = check.shrink(modules[r.backend], r, device)
         print(f"- {r.backend} {r.case.id} -> {small.case.id} {small.case.params}: {small.message}")
         print(f"  repro: {small.repro}")
 
@@ -437,7 +440,7 @@ def _print_failures(failures):
     if failures:
         print(f"\n{len(failures)} failing (backend, case) pairs:")
         for r in failures:
-            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.status.upper()}: {r.message}")
+            print(f"- {r.backend} {r.case.id} (seed {r.case.seed}) {r.verdict.upper()}: {r.message}")
             print(f"  repro: {r.repro}")
 
 
@@ -448,7 +451,7 @@ def _agreement(loaded, results):
         row = [a.name]
         for b in loaded:
             both = [(ra, rb) for ra, rb in zip(results[a.name], results[b.name]) if ra.outputs and rb.outputs]
-            n = sum(K.agree(ra.case, ra.outputs["inputs"], ra.outputs["got"], rb.outputs["got"]) for ra, rb in both)
+            n = sum(check.agree(ra.case, ra.outputs["inputs"], ra.outputs["got"], rb.outputs["got"]) for ra, rb in both)
             row.append(f"{n}/{len(both)}")
         rows.append(row)
     print("\nagreement (cases with outputs where the two backends agree within the contract bounds)")
@@ -461,18 +464,18 @@ def _bench_cases(names, ops, device):
     ops = ops or list(OPS)
     chosen, note = [], ""
     for name in names or ["v4-flash"]:
-        if name in C.BENCH:
-            chosen += C.BENCH[name]
+        if name in cases.BENCH:
+            chosen += cases.BENCH[name]
         elif name == "quick":
-            quick = [c for c in C.select(ops) if c.family != "bad-input"]
+            quick = [c for c in cases.select(ops) if c.family != "bad-input"]
             if device == "cpu":
                 few = [c for op in ops for c in [c for c in quick if c.op == op][:CPU_BENCH_PER_OP]]
                 note = f" (quick on the CPU: the first {CPU_BENCH_PER_OP} of each op's {len(quick)} cases)"
                 quick = few
             chosen += quick
         else:
-            hits = [c for group in C.BENCH.values() for c in group if c.name == name]
-            hits += [c for c in C.TESTS if c.name == name]
+            hits = [c for group in cases.BENCH.values() for c in group if c.name == name]
+            hits += [c for c in cases.TESTS if c.name == name]
             if not hits:
                 _usage_error(f"no benchmark set or case named {name!r} (--list-cases prints them)")
             chosen += hits
@@ -481,7 +484,7 @@ def _bench_cases(names, ops, device):
 
 def bench_command(args):
     if args.list_cases:
-        return _list_cases([c for group in C.BENCH.values() for c in group if c.op in (args.ops or OPS)])
+        return _list_cases([c for group in cases.BENCH.values() for c in group if c.op in (args.ops or OPS)])
     from harness import bench, exporters, results, timer
     device = _device(args.device)
     loaded = _backends(args.backend, device) if args.backend else _available(device)
@@ -497,7 +500,7 @@ def bench_command(args):
     records = []
     env = results.environment(device)
     for case in chosen:
-        prepared = K.prepare(case, device)
+        prepared = check.prepare(case, device)
         for backend in loaded:
             r = bench.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
             records.append(r)
@@ -506,7 +509,7 @@ def bench_command(args):
             if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
                 _speedups(records)
                 results.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
-            if r.verdict == "error" and K.cuda_context_lost(device):
+            if r.verdict == "error" and check.cuda_context_lost(device):
                 _context_lost(backend.name, case.id, r.message, total - len(records))
                 return 2
     _speedups(records)
@@ -522,8 +525,8 @@ def bench_command(args):
     print(tabulate(rows, headers=["op", "case", "backend", "check", "timer", "median us", "p10-p90 (n)", "plan us",
                                   "per step us (layers)", "MB", "GB/s", "% copy", "% roof", "TFLOP/s", "vs torch"],
                    tablefmt="github"))
-    print("plan us: the backend's planner (contract section 7), once per forward step; per step = plan + layers x call, "
-          "layers of the case's model (v4-flash 43, v4-pro 61)")
+    print("plan us: the backend's planner (contract section 7), once per forward step; "
+          "per step = plan + layers x call, layers of the case's model (v4-flash 43, v4-pro 61)")
     for r in records:
         if r.verdict != "pass":
             print(f"- {r.backend} {r.op}/{r.case} {r.verdict.upper()}: {r.message}")  # skips say why

@@ -24,8 +24,8 @@ from tabulate import tabulate
 
 from harness import backends
 from harness import timer
-from harness import cases as C
-from harness import check as K
+from harness import cases
+from harness import check
 
 LOOP_CALLS = 50
 INNER_REPS = 5  # timed calls of the run that ncu profiles
@@ -33,14 +33,14 @@ INNER_REPS = 5  # timed calls of the run that ncu profiles
 
 def parse(spec):
     op, case, backend = spec.split(":")
-    return C.find(op, case), backend
+    return cases.find(op, case), backend
 
 
 def setup(spec, device):
     case, backend_name = parse(spec)
     backend = backends.load(backend_name, device)
-    x = K.prepare(case, device)[0].clone()
-    fn = lambda: K.run_op(backend.module, case, x, validate=False)  # noqa: E731
+    x = check.prepare(case, device)[0].clone()
+    fn = lambda: check.run_op(backend.module, case, x, validate=False)  # noqa: E731
     return case, backend, fn
 
 
@@ -108,7 +108,7 @@ def main(argv=None):
     parser.add_argument("--ncu", action="store_true", help="also run each case under Nsight Compute")
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)  # the run ncu profiles
     args = parser.parse_args(argv)
-    device = K.pick_device(args.device)
+    device = check.pick_device(args.device)
     if args.inner:  # INNER_REPS timed calls, each in its NVTX range, nothing else in a range
         case, backend, fn = setup(args.specs[0], device)
         timer.time_call(fn, device, warmup=2, reps=INNER_REPS, min_reps=INNER_REPS, rel_sem=1.0,

@@ -38,8 +38,9 @@ FLASHINFER_STATUS = {"pass": "PASSED", "fail": "INCORRECT_NUMERICAL", "known": "
 def write_flashinfer_trace(path, device, records):
     """The records as flashinfer-bench Trace lines (JSONL): definition `dsv4_<op>`, the case as the
     workload, the backend as the solution; latency, and the torch backend as the reference where
-    it ran (from the records' speedup_vs_torch). Correctness carries the worst absolute error (relative L2 and the rest under extra);
-    the maximum relative error is not computed here and is written as "NaN"."""
+    it ran (from the records' speedup_vs_torch). Correctness carries the worst absolute error
+    (relative L2 and the rest under extra); the maximum relative error is not computed here and is
+    written as "NaN"."""
     env = environment(device)
     libs = {k: env[k] for k in ("torch", "triton", "cuda") if env.get(k)}
     hardware = (env.get("gpu") or "cpu").replace(" ", "_")

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from harness import compare, fuzz, inputs, roofline
+from harness import comparators, fuzz, inputs, roofline
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Op:
     # the positional argument the op updates in place, reported as output "state"; None: every input
     # is read-only
     state: int | None
-    # compare(x, got, ref) -> compare.Report: a backend's named outputs against the reference's on inputs x
+    # compare(x, got, ref) -> comparators.Comparison: a backend's named outputs against the reference's on inputs x
     compare: Callable
     # work(x) -> roofline.Work: the fewest bytes and the flops of the case's call, for the roofline
     work: Callable
@@ -76,29 +76,29 @@ def _compare_compress(x, got, ref):
     kw = x.kwargs
     totals = [a + b for a, b in zip(kw["prefix_lens"].tolist(), kw["extend_lens"].tolist())]
     where = (x.args[2].shape, kw["mode"], kw["ratio"], totals, kw.get("state_rows"), kw.get("page_table"))
-    return compare.compress(got, ref, mode=kw["mode"], kept=compare.compress_kept_slots(*where),
-                            read_later=compare.compress_read_later(*where))
+    return comparators.compress(got, ref, mode=kw["mode"], kept=comparators.compress_kept_slots(*where),
+                                read_later=comparators.compress_read_later(*where))
 
 
 def _compare_topk(x, got, ref):
     logits, seq_lens, table = x.args
-    return compare.topk_indices(got, ref, logits=logits, seq_lens=seq_lens, page_table=table, **x.kwargs)
+    return comparators.topk_indices(got, ref, logits=logits, seq_lens=seq_lens, page_table=table, **x.kwargs)
 
 
 ENTRIES = {op.name: op for op in (
     Op("compress", inputs.compress_case, outputs=("out",), state=2, compare=_compare_compress,
        work=roofline.compress_work, fuzz=fuzz.fuzz_compress, shrink=fuzz.shrink_compress, calls=_compress_calls),
     Op("indexer_logits", inputs.indexer_case, outputs=("logits",), state=None,
-       compare=lambda x, got, ref: compare.indexer_logits(got, ref), work=roofline.indexer_logits_work,
+       compare=lambda x, got, ref: comparators.indexer_logits(got, ref), work=roofline.indexer_logits_work,
        fuzz=fuzz.fuzz_indexer_logits, shrink=fuzz.shrink_indexer_logits),
     Op("topk_indices", inputs.topk_case, outputs=("indices",), state=None, compare=_compare_topk,
        work=roofline.topk_indices_work, fuzz=fuzz.fuzz_topk_indices, shrink=fuzz.shrink_topk_indices,
        rows_any_order=True, rule="tie rule"),
     Op("sparse_attention", inputs.attention_case, outputs=("out", "lse"), state=None,
-       compare=lambda x, got, ref: compare.sparse_attention(got, ref), work=roofline.sparse_attention_work,
+       compare=lambda x, got, ref: comparators.sparse_attention(got, ref), work=roofline.sparse_attention_work,
        fuzz=fuzz.fuzz_sparse_attention, shrink=fuzz.shrink_sparse_attention),
     Op("sparse_attention_fp8", inputs.attention_fp8_case, outputs=("out", "lse"), state=None,
-       compare=lambda x, got, ref: compare.sparse_attention_fp8(got, ref),
+       compare=lambda x, got, ref: comparators.sparse_attention_fp8(got, ref),
        work=roofline.sparse_attention_fp8_work, fuzz=fuzz.fuzz_sparse_attention_fp8,
        shrink=fuzz.shrink_sparse_attention_fp8),
 )}

@@ -58,11 +58,11 @@ def backend_names(config, device):
 
 def conformance_params(config):
     """One param per (backend, op, family, tier): (backend name, device, the family's cases)."""
-    from harness import cases as C
-    from harness import check as K
-    device = K.pick_device(config.getoption("--device"))
+    from harness import cases
+    from harness import check
+    device = check.pick_device(config.getoption("--device"))
     groups = {}
-    for case in C.select(tier="full"):
+    for case in cases.select(tier="full"):
         groups.setdefault((case.op, case.family, case.tier), []).append(case)
     params = []
     for name in backend_names(config, device):
@@ -81,19 +81,19 @@ def test_dsv4_conformance(dsv4_conformance):
     """Every case of one (op, family) on one backend against the float64 reference (contract §5); a failure lists
     each failing case with its seed, the worst element and a command that reproduces it."""
     from harness import backends
-    from harness import check as K
+    from harness import check
     name, device, group = dsv4_conformance
     try:
         backend = backends.load(name, device)
     except backends.BackendUnavailable as err:
         pytest.skip(str(err))
-    results = [K.check_case(backend, case, device) for case in group]
+    results = [check.check_case(backend, case, device) for case in group]
     failures = [r for r in results if r.failed]
     assert not failures, "\n".join(f"{r.case.id} (seed {r.case.seed}): {r.message}\n  repro: {r.repro}"
                                    for r in failures)
-    if all(r.status == "skip" for r in results):
+    if all(r.verdict == "skip" for r in results):
         pytest.skip(results[0].message)
-    known = [r for r in results if r.status == "known"]
+    known = [r for r in results if r.verdict == "known"]
     if known:  # reported, not failed: the ledger says why (harness/known.py)
         pytest.xfail("; ".join(f"{r.case.id}: {r.message}" for r in known))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness import results as RS
+from harness import results
 
 
 def is_cpu(doc):
@@ -22,7 +22,7 @@ def is_cpu(doc):
 
 def _rows(docs):
     rows = []
-    for doc, run in zip(docs, RS.labels(docs)):
+    for doc, run in zip(docs, results.labels(docs)):
         cpu = is_cpu(doc)  # its rates are wall-clock plumbing: left blank rather than shown as 0 GB/s
         for r in doc["records"]:
             t = r.get("timing")
@@ -45,9 +45,10 @@ def _fmt(v, spec):
 def markdown(docs):
     rows = _rows(docs)
     lines = ["# Benchmark report", "",
-             "`median us` is one planned call (a layer); `plan us` the backend's planner (contract section 7), once per forward "
-             "step; `per step us` = plan + layers x call for the case's model (layers in brackets).", ""]
-    for doc, run in zip(docs, RS.labels(docs)):
+             "`median us` is one planned call (a layer); `plan us` the backend's planner (contract section 7), "
+             "once per forward step; `per step us` = plan + layers x call for the case's model (layers in brackets).",
+             ""]
+    for doc, run in zip(docs, results.labels(docs)):
         env = doc["environment"]
         where = (f"CPU, {env.get('cpu_threads', '?')} threads, wall clock: no roofline" if is_cpu(doc) else
                  f"copy bandwidth {_fmt((doc.get('calibration') or {}).get('copy_gbps'), '.0f')} GB/s")
@@ -141,7 +142,7 @@ def plots(docs, out_dir):
 
 
 def write(files, out_dir):
-    docs = [RS.load(f) for f in files]
+    docs = [results.load(f) for f in files]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(markdown(docs))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness import backends
-from harness import cases as C
+from harness import cases
 from harness import cli
 
 
@@ -38,10 +38,10 @@ def test_help_lists_every_backend_the_defaults_and_the_exit_statuses(capsys, com
 def test_list_cases_prints_the_names_that_case_accepts(capsys):
     rc, out, _ = _main(capsys, "check", "--list-cases", "--ops", "topk_indices")
     names = [line.split("|")[4].strip() for line in out.splitlines()[2:]]
-    assert rc == 0 and names == [c.name for c in C.select(["topk_indices"])]
-    assert all(C.find("topk_indices", name) for name in names)
+    assert rc == 0 and names == [c.name for c in cases.select(["topk_indices"])]
+    assert all(cases.find("topk_indices", name) for name in names)
     rc, out, _ = _main(capsys, "bench", "--list-cases")
-    assert rc == 0 and all(c.name in out for group in C.BENCH.values() for c in group)
+    assert rc == 0 and all(c.name in out for group in cases.BENCH.values() for c in group)
 
 
 def test_every_list_option_takes_commas_spaces_and_repeats_alike(capsys):
@@ -95,9 +95,10 @@ def test_unavailable_backends_are_named_once_at_the_top_and_logs_get_a_line_per_
 
 
 def test_bench_on_the_cpu_times_a_few_quick_cases_and_says_so():
-    quick = [c for c in C.select() if c.family != "bad-input"]
+    quick = [c for c in cases.select() if c.family != "bad-input"]
     few, note = cli._bench_cases(["quick"], None, "cpu")
-    assert 0 < len(few) <= cli.CPU_BENCH_PER_OP * len(C.contract.OPS) and {c.op for c in few} == {c.op for c in quick}
+    assert 0 < len(few) <= cli.CPU_BENCH_PER_OP * len(cases.contract.OPS)
+    assert {c.op for c in few} == {c.op for c in quick}
     assert "CPU" in note and str(len(quick)) in note
     every, note = cli._bench_cases(["quick"], None, "cuda")
     assert every == quick and note == ""

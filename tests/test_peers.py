@@ -34,7 +34,7 @@ def _run(module, op, monkeypatch, fake_name, fake):
     for case in C.select([op]):
         r = K.check_case(backend, case, "cpu")
         assert not r.failed, f"{case.id}: {r.message}"
-        (skipped if r.status == "skip" else passed).append(case.name)
+        (skipped if r.verdict == "skip" else passed).append(case.name)
     return passed, skipped
 
 
@@ -68,11 +68,11 @@ def test_a_peer_reports_a_missing_package():
 def test_every_peer_declines_the_ops_it_lacks_after_validation():
     backend = backends.Backend("flashmla", flashmla_sparse)
     declined = K.check_case(backend, C.find("topk_indices", "long-k512"), "cpu")
-    assert declined.status == "skip" and "FlashMLA has no topk_indices kernel" in declined.message
+    assert declined.verdict == "skip" and "FlashMLA has no topk_indices kernel" in declined.message
     bad = [c for c in C.select(["compress"]) if c.family == "bad-input" and not c.name.startswith("bad-plan")]
     assert all(K.check_case(backend, c, "cpu").ok for c in bad)  # bad input still named first
     planless = [K.check_case(backend, c, "cpu") for c in C.select(["compress"]) if c.name.startswith("bad-plan")]
-    assert planless and all(r.status == "skip" and "exports no compress_plan" in r.message for r in planless)
+    assert planless and all(r.verdict == "skip" and "exports no compress_plan" in r.message for r in planless)
 
 
 # --- DeepGEMM: the SPEC cache seen as [blocks, 64, 1, 132], q with next_n = 1, 2-D context_lens
@@ -439,7 +439,7 @@ def test_sglang_declines_what_it_does_not_map():
     backend = backends.Backend("sglang", sglang_dsv4)
     paged = [c for c in C.select(["compress"]) if c.params.get("mode") == "paged" and c.params["ratio"] == 128][0]
     r = K.check_case(backend, paged, "cpu")
-    assert r.status == "skip" and "mode='paged' at ratio 128" in r.message
+    assert r.verdict == "skip" and "mode='paged' at ratio 128" in r.message
 
 
 def test_stand_ins_leave_the_package_findable(tmp_path, monkeypatch):

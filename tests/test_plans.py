@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from harness import backends, contract, plans
-from harness import cases as C
-from harness import check as K
+from harness import cases
+from harness import check
 
 
 def _i32(*values):
@@ -77,22 +77,22 @@ def test_a_plan_is_checked_by_value_and_names_plan():
 
 def test_a_stale_plan_trusted_under_validate_is_rejected_by_the_bad_input_family():
     backend = backends.load("tests.known_wrong.plan_stale_trusted", "cpu")
-    results = [K.check_case(backend, c, "cpu") for c in C.select(["compress"]) if c.name.startswith("bad-plan")]
+    results = [check.check_case(backend, c, "cpu") for c in cases.select(["compress"]) if c.name.startswith("bad-plan")]
     assert results and all(r.ok or "bad plan" in r.message for r in results)
-    assert sum(r.status == "fail" for r in results) >= 4
+    assert sum(r.verdict == "fail" for r in results) >= 4
 
 
 def test_every_backend_with_a_planner_gives_the_same_bits_with_and_without_it():
-    device = K.pick_device(None)  # on a GPU also a CUDA-graph replay of the planned calls
+    device = check.pick_device(None)  # on a GPU also a CUDA-graph replay of the planned calls
     for name in ("reference", "triton") + (("cuda",) if device == "cuda" else ()):
         backend = backends.load(name, device)
         for case_name in ("c4-paged-released", "c128-online-chunk-chain", "c4-ring-chunk-chain"):
-            result = K.check_case(backend, C.find("compress", case_name), device)
+            result = check.check_case(backend, cases.find("compress", case_name), device)
             assert result.ok, (name, case_name, result.message)
 
 
 @pytest.mark.gpu
 def test_a_planned_call_that_synchronises_fails_the_graph_check():
     backend = backends.load("tests.known_wrong.plan_call_syncs", "cuda")
-    result = K.check_case(backend, C.find("compress", "c4-paged-decode-chain"), "cuda")
-    assert result.status == "fail" and "CUDA graph" in result.message
+    result = check.check_case(backend, cases.find("compress", "c4-paged-decode-chain"), "cuda")
+    assert result.verdict == "fail" and "CUDA graph" in result.message

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from harness import results as RS
+from harness import results
 from harness import roofline
 from tests.test_cli import _main  # the CLI in this process: exit status, stdout, stderr
 from tests.test_harness_check import _cli
@@ -44,7 +44,7 @@ def timing(median, stdev, samples=30):
     (timing(100, 0.1), timing(102, 0.1), "same"),  # real but under the gate
 ])
 def test_verdicts_come_from_the_spreads(base, new, want):
-    assert RS.verdict(base, new) == want
+    assert results.verdict(base, new) == want
 
 
 def _doc(path, medians, gpu="NVIDIA H200", commit="a" * 40):
@@ -71,7 +71,7 @@ def test_unknown_schema_is_refused(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"schema": 99, "records": []}))
     with pytest.raises(ValueError, match="schema"):
-        RS.load(path)
+        results.load(path)
 
 
 def test_bench_then_compare_on_the_cpu(tmp_path):
@@ -79,7 +79,7 @@ def test_bench_then_compare_on_the_cpu(tmp_path):
     r = _cli("bench", "--backend", "torch", "--device", "cpu", "--cases", "quick", "--ops", "topk_indices", "--reps",
              "3", "--out", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
-    doc = RS.load(out)
+    doc = results.load(out)
     assert doc["schema"] == 1 and doc["records"] and all(rec["timing"]["samples"] >= 1 for rec in doc["records"])
     assert doc["complete"] is True and not list(tmp_path.glob("*.tmp"))
     twin = copy.deepcopy(doc)
@@ -107,7 +107,8 @@ def test_pytest_benchmark_export_is_readable_by_pytest_benchmark(tmp_path):
              "topk_indices", "--reps", "3", "--pytest-benchmark", str(out))
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["benchmarks"] and {"min", "max", "mean", "median", "stddev", "rounds"} <= set(doc["benchmarks"][0]["stats"])
+    assert doc["benchmarks"]
+    assert {"min", "max", "mean", "median", "stddev", "rounds"} <= set(doc["benchmarks"][0]["stats"])
     import shutil
     import subprocess
     tool = shutil.which("pytest-benchmark")
@@ -121,7 +122,7 @@ def test_a_document_written_part_way_says_so(tmp_path):
     doc = json.loads(_doc(tmp_path / "a.json", [("a", 100)]).read_text())
     doc["complete"] = False
     (tmp_path / "a.json").write_text(json.dumps(doc))
-    assert "stopped part-way" in RS.label(RS.load(tmp_path / "a.json"))
+    assert "stopped part-way" in results.label(results.load(tmp_path / "a.json"))
 
 
 
@@ -192,14 +193,14 @@ def test_runs_with_the_same_label_stay_apart(tmp_path):
         doc = json.loads(path.read_text())
         doc["environment"]["run_id"] = run_id
         path.write_text(json.dumps(doc))
-        docs.append(RS.load(path))
-    assert RS.label(docs[0]) == RS.label(docs[1])  # same GPU and commit
-    names = RS.labels(docs)
+        docs.append(results.load(path))
+    assert results.label(docs[0]) == results.label(docs[1])  # same GPU and commit
+    names = results.labels(docs)
     assert len(set(names)) == 2 and "11111111" in names[0] and "22222222" in names[1]
-    rows, headers = RS.side_by_side(docs)
+    rows, headers = results.side_by_side(docs)
     assert len(set(headers)) == len(headers) and rows[0][2:] == ["100.0 (50%)", "300.0 (50%)"]
-    twins = [RS.load(_doc(tmp_path / f"{n}.json", [("a", 100)])) for n in ("x", "y")]  # no run id at all
-    assert len(set(RS.labels(twins))) == 2 and len(set(RS.labels([twins[0], twins[0]]))) == 2
+    twins = [results.load(_doc(tmp_path / f"{n}.json", [("a", 100)])) for n in ("x", "y")]  # no run id at all
+    assert len(set(results.labels(twins))) == 2 and len(set(results.labels([twins[0], twins[0]]))) == 2
     from harness import report
     md = report.markdown(docs)
     assert "run 11111111" in md and "run 22222222" in md

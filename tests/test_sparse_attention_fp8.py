@@ -7,7 +7,7 @@ import torch
 
 import kernels_torch
 import references as R
-from harness import compare, contract as C, inputs as I
+from harness import comparators, contract as C, inputs as I
 
 SCALE = 512 ** -0.5
 
@@ -177,7 +177,7 @@ def test_backend_matches_the_reference(name, case, backend):
     module = pytest.importorskip(backend)
     if getattr(module, "unavailable_reason", lambda d: None)("cpu"):
         pytest.skip(module.unavailable_reason("cpu"))
-    report = compare.sparse_attention_fp8(run(module, case), run(R, case))
+    report = comparators.sparse_attention_fp8(run(module, case), run(R, case))
     assert report.ok, report.message
 
 
@@ -221,10 +221,10 @@ def test_comparator_rejects_a_direction_error_the_elementwise_bound_allows():
     out = ref["out"].double()
     # 0.5% of each row's largest entry added everywhere: inside 1e-2 * max(1, |ref|), yet off in angle
     bent["out"] = (out + 0.005 * out.abs().amax(-1, keepdim=True).clamp_max(1.0)).bfloat16()
-    assert compare.sparse_attention(bent, ref).ok
-    report = compare.sparse_attention_fp8(bent, ref)
+    assert comparators.sparse_attention(bent, ref).ok
+    report = comparators.sparse_attention_fp8(bent, ref)
     assert not report.ok and "cosine" in report.message
-    assert compare.sparse_attention_fp8(run(kernels_torch, x), ref).ok
+    assert comparators.sparse_attention_fp8(run(kernels_torch, x), ref).ok
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def test_triton_passes_fuzz_cases():
     backend = backends.load("triton", "cpu")
     for case in cases.fuzz(["sparse_attention_fp8"], 3, seed=11):
         r = check.check_case(backend, case, "cpu")
-        assert r.status == "pass", f"{case.name}: {r.message}"
+        assert r.verdict == "pass", f"{case.name}: {r.message}"
 
 
 def test_roofline_counts_584_bytes_per_distinct_slot():

@@ -12,8 +12,10 @@ import torch
 from harness import contract
 
 BUGS = {  # name: (the op it breaks, what it does)
-    "first_window_not_masked": ("compress", "C4 entry 0 pools the missing overlap block as value 0, logit 0 (not -inf)"),
-    "overlap_halves_swapped": ("compress", "C4 takes the current half from the previous block and the overlap half from this one"),
+    "first_window_not_masked": ("compress",
+                                "C4 entry 0 pools the missing overlap block as value 0, logit 0 (not -inf)"),
+    "overlap_halves_swapped": ("compress",
+                               "C4 takes the current half from the previous block and the overlap half from this one"),
     "emission_one_token_late": ("compress", "entry j is emitted at p = r*j + r instead of r*j + r - 1"),
     "online_not_rescaled": ("compress", "the online running sum and mean are not rescaled by exp(m - m')"),
     "compress_page_table_ignored": ("compress", "paged mode uses the logical block number as the page"),
@@ -30,7 +32,8 @@ BUGS = {  # name: (the op it breaks, what it does)
     "topk_short_path_by_value": ("topk_indices", "rows with seq_len <= k are ordered by logit instead of ascending"),
     "topk_padding_zero": ("topk_indices", "padding is 0 instead of -1"),
     "minus_one_as_zero": ("sparse_attention", "index -1 reads kv row 0 instead of being skipped"),
-    "sink_in_numerator": ("sparse_attention", "the sink joins the softmax as a term whose value is the mean of the values"),
+    "sink_in_numerator": ("sparse_attention",
+                          "the sink joins the softmax as a term whose value is the mean of the values"),
     "lse_includes_sink": ("sparse_attention", "the returned lse includes the sink"),
     "lse_base2": ("sparse_attention", "lse in base 2"),
     "duplicates_dropped": ("sparse_attention", "duplicate indices are counted once"),

@@ -22,7 +22,7 @@ ATTN_LSE_BOUND = 1e-3  # absolute
 
 
 @dataclass
-class Report:
+class Comparison:
     """What one comparison found: ok, the first failure's message, and the metrics."""
 
     ok: bool = True
@@ -48,7 +48,7 @@ def _where(index):
 
 def _special(got, ref, name):
     """Shape, dtype and the NaN / +inf / -inf pattern."""
-    report = Report()
+    report = Comparison()
     if tuple(got.shape) != tuple(ref.shape):
         return report.fail(f"{name}: shape {tuple(got.shape)}, expected {tuple(ref.shape)}")
     if got.dtype != ref.dtype:
@@ -93,9 +93,9 @@ def elementwise(got, ref, name, *, atol, scale="sum"):
     if excess.numel() and excess.max() > 1:
         idx = torch.nonzero(excess == excess.max())[0]
         bad = int((excess > 1).sum())
-        report.fail(f"{name}: {bad} elements past the bound, worst {name}{_where(idx)}: got {g[tuple(idx)].item():.6g}, "
-                    f"expected {r[tuple(idx)].item():.6g} (|err| {err[tuple(idx)].item():.3g} > "
-                    f"{bound[tuple(idx)].item():.3g})")
+        report.fail(f"{name}: {bad} elements past the bound, worst {name}{_where(idx)}: "
+                    f"got {g[tuple(idx)].item():.6g}, expected {r[tuple(idx)].item():.6g} "
+                    f"(|err| {err[tuple(idx)].item():.3g} > {bound[tuple(idx)].item():.3g})")
     return report
 
 
@@ -123,7 +123,7 @@ def compress(got, ref, *, mode="ring", kept=None, read_later=None):
     fixes after the call (compress_kept_slots; None compares all of it); the rest is free.
     read_later: the part of it a later call can read (compress_read_later): when the state differs
     only outside it, the message says so (an engine may skip writing state nothing reads)."""
-    report = Report().merge("out", elementwise(got["out"], ref["out"], "out", atol=COMPRESS_BOUND))
+    report = Comparison().merge("out", elementwise(got["out"], ref["out"], "out", atol=COMPRESS_BOUND))
     state = _compress_state(got["state"], ref["state"], mode, kept)
     if not state.ok and read_later is not None and _compress_state(got["state"], ref["state"], mode, read_later).ok:
         state.message += ("; every difference lies in state the contract fixes but no later call reads "
@@ -220,7 +220,8 @@ def indexer_logits(got, ref):
         col = int(err[worst_row].argmax())
         report.fail(f"logits: row {worst_row} relative L2 {row_rel[worst_row].item():.3g} > {INDEXER_REL_L2} "
                     f"({int((row_rel > INDEXER_REL_L2).sum())} of {r.shape[0]} rows over), worst in it "
-                    f"logits[{worst_row}, {col}]: got {g[worst_row, col].item():.6g}, expected {r[worst_row, col].item():.6g}")
+                    f"logits[{worst_row}, {col}]: got {g[worst_row, col].item():.6g}, "
+                    f"expected {r[worst_row, col].item():.6g}")
     return report
 
 
@@ -258,7 +259,7 @@ def topk_indices(got, ref, *, logits, seq_lens, page_table, k, page_size):
     """Tie rule: per row, the valid entries are distinct, map through the page table exactly, and
     their logits sorted equal the reference selection's sorted logits; -1 padding identical."""
     out, want = got["indices"], ref["indices"]
-    report = Report()
+    report = Comparison()
     if tuple(out.shape) != tuple(want.shape) or out.dtype != want.dtype or out.device != want.device:
         return report.fail(f"indices: {tuple(out.shape)} {out.dtype} on {out.device}, expected {tuple(want.shape)} "
                            f"{want.dtype} on {want.device}")
@@ -312,7 +313,7 @@ def _head(row, n=8):
 
 
 def sparse_attention(got, ref):
-    report = Report()
+    report = Comparison()
     report.merge("out", elementwise(got["out"], ref["out"], "out", atol=ATTN_OUT_BOUND, scale="max"))
     lse = _special(got["lse"], ref["lse"], "lse")
     if lse.ok:

@@ -1,17 +1,14 @@
-"""Sweep the Triton kernels' CONFIG on the GPU at benchmark shapes: `python -m kernels_triton.tune`.
+"""Sweep the Triton kernels' CONFIG on the GPU at benchmark shapes: `python -m harness.tune_triton [op ...]`.
 
-Each variant is checked against the reference once, then timed (events, median); prints a table.
+Each variant is checked against the reference once, then timed (events, median); prints a table. The
+kernels are reached through the registry (backends.load), their modules then by name.
 """
 
-import itertools
 import sys
 
 from tabulate import tabulate
 
-from harness import backends
-from harness import bench as BN
-from harness import cases as C
-from harness import check as K
+from harness import backends, bench, cases, check
 
 SWEEPS = {
     "sparse_attention": ("kernels_triton.sparse_attention", ["decode-b64-h64-k640", "decode-b64-h128-k1152"],
@@ -36,11 +33,11 @@ def main(ops):
         module = sys.modules[module_name]
         default = dict(module.CONFIG)  # a sweep's keys override the kernel's own choice
         for name in case_names:
-            case = C.find(op, name)
-            prepared = K.prepare(case, device)
+            case = cases.find(op, name)
+            prepared = check.prepare(case, device)
             for cfg in configs:
                 module.CONFIG.update(cfg)
-                r = BN.bench_case(backend, case, device, None, prepared, reps=20)
+                r = bench.bench_case(backend, case, device, None, prepared, reps=20)
                 rows.append([op, name, str(cfg), r.verdict, f"{r.timing.median_us:.1f}" if r.timing else "-",
                              f"{r.gbps:.0f}"])
                 print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
