@@ -102,7 +102,7 @@ def fuzz_sparse_attention_fp8(rng):
         params["positions"] = [min(p, 16383) for p in params["positions"]]
     params.update(page_size=rng.choice([1, 2, 2, 4, 16, 64, 64, 128, 256]),
                   tile_log2=rng.choice([(-2.0, 2.0), (-2.0, 2.0), (-16.0, 3.0), (-24.0, -10.0)]),
-                  rope_scale=rng.choice([1.0, 1.0, 30.0]))
+                  rope_scale=rng.choice([1.0, 1.0, 2.0]))  # 2 at most: see cases' large-rope
     if rng.random() < 0.3:  # a stride past the engines': more bytes per page than the records need
         params["page_stride"] = contract.fp8_kv_page_stride(params["page_size"]) + 16 * rng.randint(1, 80)
     if params.get("random") and params["random"][1] > 1500:  # CPU-affordable pools of 584-byte slots
