@@ -1,7 +1,7 @@
 """The package's build backend: setuptools, plus the commit a wheel is built from. build_wheel writes
 `git rev-parse HEAD` of the source tree (when it is a git checkout) into harness/BUILD_COMMIT for the
 wheel's duration, so an installed harness records the commit it was built from
-(harness.bench.harness_source); editable installs read git directly and need no file."""
+(harness.results.harness_source); editable installs read git directly and need no file."""
 
 import subprocess
 from pathlib import Path

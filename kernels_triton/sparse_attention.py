@@ -107,7 +107,7 @@ def _combine_kernel(part_out_ptr, part_lse_ptr, sink_ptr, out_ptr, lse_ptr, H, s
 
 
 # Heads per program (64: the wgmma M tile), indices per step, warps, pipeline depth; splits of the
-# index list chosen by shape (_splits) unless CONFIG names them. CONFIG overrides (kernels_triton.tune
+# index list chosen by shape (_splits) unless CONFIG names them. CONFIG overrides (harness.tune_triton
 # sets it); the pre-split configuration was {"block_h": 16, "block_k": 64, "num_warps": 4,
 # "num_stages": 2, "splits": 1} at H 64. Compiled for sm_90a without a GPU (ptxas -v): 64 x 64 x 8
 # warps spills 564-588 bytes (the gather's 64-bit addresses, 16 a thread, beside the 128-register
