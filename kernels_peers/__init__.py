@@ -3,9 +3,9 @@ verifies them and `harness bench` times them beside ours. Each module adapts one
 
 | registry name | module | package | ops |
 | --- | --- | --- | --- |
-| `sglang` | `sglang_dsv4` | `sglang` 0.5.23 (kernels/ops/attention/dsv4) or 0.5.15 (jit_kernel/dsv4), compiled at first use through apache-tvm-ffi | compress (ring, paged C4, online C128), topk_indices, sparse_attention_fp8 (0.5.2x's Triton FP8 sparse decode; not yet run on a GPU) |
+| `sglang` | `sglang_dsv4` | `sglang` 0.5.23 (kernels/ops/attention/dsv4) or 0.5.15 (jit_kernel/dsv4), compiled at first use through apache-tvm-ffi | compress (ring, paged C4, online C128), topk_indices, sparse_attention_fp8 (0.5.2x's Triton FP8 sparse decode; timed on the H200, its full check not yet run there) |
 | `deepgemm` | `deepgemm_logits` | `sgl-deep-gemm` (0.1.5.post1; later wheels need a newer torch's C++ ABI) | indexer_logits |
-| `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention, sparse_attention_fp8 (the FP8 decode kernel; not yet run on a GPU) |
+| `flashmla` | `flashmla_sparse` | `sgl-flash-mla` | sparse_attention, sparse_attention_fp8 (the FP8 decode kernel; checked on the H200) |
 | `flashinfer` | `flashinfer_topk` | `flashinfer-python` 0.7.4 or 0.6.4 | topk_indices |
 | `flashinfer_deterministic` | `flashinfer_topk_deterministic` | `flashinfer-python` >= 0.7, deterministic mode | topk_indices |
 
