@@ -25,11 +25,10 @@ import subprocess
 import sys
 import tempfile
 import types
-import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from slim_wheel import _record_line  # noqa: E402
+from slim_wheel import rewrite  # noqa: E402
 
 
 def build(wheel, arch, workspace):
@@ -51,33 +50,10 @@ def build(wheel, arch, workspace):
 def add(wheel, so_path, dest_dir, module="topk"):
     wheel, so_path = Path(wheel), Path(so_path)
     arch = so_path.parts[-4]  # .../<version>/<arch>/cached_ops/<module>/<module>.so
-    dist, version, tags = re.fullmatch(r"([^-]+)-([^-]+)-(.+)\.whl", wheel.name).groups()
+    version = re.fullmatch(r"([^-]+)-([^-]+)-(.+)\.whl", wheel.name).group(2)
     new_version = f"{version}.aot{arch}" if "+" in version else f"{version}+aot{arch}"
-    old_info, new_info = f"{dist}-{version}.dist-info", f"{dist}-{new_version}.dist-info"
-    out = Path(dest_dir) / f"{dist}-{new_version}-{tags}.whl"
-    records = []
-    with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
-        for info in zin.infolist():
-            name = info.filename
-            if name == f"{old_info}/RECORD":
-                continue
-            data = zin.read(name)
-            if name.startswith(old_info + "/"):
-                name = new_info + name[len(old_info):]
-                if name == f"{new_info}/METADATA":
-                    data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
-            entry = zipfile.ZipInfo(name, info.date_time)
-            entry.external_attr = info.external_attr
-            zout.writestr(entry, data, zipfile.ZIP_DEFLATED)
-            records.append(_record_line(name, data))
-        name = f"flashinfer/data/aot/{module}/{module}.so"
-        data = so_path.read_bytes()
-        entry = zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0))
-        entry.external_attr = 0o755 << 16
-        zout.writestr(entry, data, zipfile.ZIP_DEFLATED)
-        records.append(_record_line(name, data))
-        records.append(f"{new_info}/RECORD,,")
-        zout.writestr(f"{new_info}/RECORD", "\n".join(records) + "\n")
+    out = rewrite(wheel, dest_dir, new_version,
+                  extra=[(f"flashinfer/data/aot/{module}/{module}.so", so_path.read_bytes())])
     if wheel.resolve().parent == out.resolve().parent and wheel.resolve() != out.resolve():
         wheel.unlink()
     print(f"{out} ({out.stat().st_size / 2**20:.1f} MiB)")

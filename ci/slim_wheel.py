@@ -69,19 +69,24 @@ def _record_line(name, data):
     return f"{name},sha256={digest},{len(data)}"
 
 
-def slim(src, dest_dir, patterns, label=LABEL):
-    """Write the slimmed copy of wheel `src` into `dest_dir`; returns its path."""
+def rewrite(src, dest_dir, new_version, keep=lambda name: True, extra=()):
+    """Write a copy of wheel `src` into `dest_dir` under `new_version`: the files `keep` accepts, byte
+    for byte, plus `extra` ((path, bytes) pairs), the dist-info renamed and its RECORD rewritten;
+    returns its path."""
     src = Path(src)
     dist, version, tags = re.fullmatch(r"([^-]+)-([^-]+)-(.+)\.whl", src.name).groups()
-    new_version = f"{version}+{label}"
     old_info, new_info = f"{dist}-{version}.dist-info", f"{dist}-{new_version}.dist-info"
     out = Path(dest_dir) / f"{dist}-{new_version}-{tags}.whl"
     out.parent.mkdir(parents=True, exist_ok=True)
     records = []
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
+        def write(entry, data):
+            zout.writestr(entry, data, zipfile.ZIP_DEFLATED)
+            records.append(_record_line(entry.filename, data))
+
         for info in zin.infolist():
             name = info.filename
-            if name.endswith("/") or not _kept(name, patterns) or name == f"{old_info}/RECORD":
+            if name.endswith("/") or name == f"{old_info}/RECORD" or not (".dist-info/" in name or keep(name)):
                 continue
             data = zin.read(name)
             if name.startswith(old_info + "/"):
@@ -90,11 +95,20 @@ def slim(src, dest_dir, patterns, label=LABEL):
                     data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
             entry = zipfile.ZipInfo(name, info.date_time)
             entry.external_attr = info.external_attr  # mode bits: an executable stays executable
-            zout.writestr(entry, data, zipfile.ZIP_DEFLATED)
-            records.append(_record_line(name, data))
+            write(entry, data)
+        for name, data in extra:
+            entry = zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o755 << 16
+            write(entry, data)
         records.append(f"{new_info}/RECORD,,")
         zout.writestr(f"{new_info}/RECORD", "\n".join(records) + "\n")
     return out
+
+
+def slim(src, dest_dir, patterns, label=LABEL):
+    """Write the slimmed copy of wheel `src` into `dest_dir`; returns its path."""
+    version = re.fullmatch(r"([^-]+)-([^-]+)-(.+)\.whl", Path(src).name).group(2)
+    return rewrite(src, dest_dir, f"{version}+{label}", lambda name: _kept(name, patterns))
 
 
 def main(argv):
