@@ -90,12 +90,9 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
-    out = torch.empty_like(q)
-    lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
+    out, lse, sink, has_sink = outputs(q, layout, attn_sink)
     if not layout.batch:
         return out, lse
-    has_sink = "true" if attn_sink is not None else "false"
-    sink = attn_sink if attn_sink is not None else lse
     # h64 takes 179 KB of shared memory: Hopper's 227 KB fits it, the A100's 163 KB does not (h16)
     kernel = choose_kernel(KERNEL, torch.cuda.get_device_capability(q.device), layout.heads, layout.batch,
                            _sm_count(q.device), _shared_optin(q.device),
@@ -110,6 +107,14 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale),), SHARED[kernel])
     return out, lse
+
+
+def outputs(q, layout, attn_sink):
+    """Both attention ops' fresh out and lse, the sink argument (lse stands in, unread, when there is
+    none) and the kernels' HAS_SINK template argument."""
+    out = torch.empty_like(q)
+    lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
+    return out, lse, attn_sink if attn_sink is not None else lse, "true" if attn_sink is not None else "false"
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,

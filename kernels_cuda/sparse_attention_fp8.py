@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from harness import contract
-from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split
+from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split, outputs
 
 KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
 PIPE_MIN_TOPK = 2048  # auto: the pipe kernel from this many indices a row
@@ -71,12 +71,9 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     reason = decline_reason(q)
     if reason:
         raise contract.Unsupported(f"kernels_cuda: sparse_attention_fp8 {reason}")
-    out = torch.empty_like(q)
-    lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
+    out, lse, sink, has_sink = outputs(q, layout, attn_sink)
     if not layout.batch:
         return out, lse
-    has_sink = "true" if attn_sink is not None else "false"
-    sink = attn_sink if attn_sink is not None else lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
     tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
     kernel = choose_kernel(KERNEL, layout.topk)
