@@ -43,7 +43,8 @@ DIST = "dsv4-sparse-harness"
 PACKAGES = {"torch": ["torch"], "triton": ["triton"], "cupy": ["cupy-cuda13x", "cupy-cuda12x", "cupy"],
             "nvidia-cuda-nvrtc": ["nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu12"], "sglang": ["sglang"],
             "flashinfer-python": ["flashinfer-python"], "sgl-deep-gemm": ["sgl-deep-gemm"],
-            "sgl-flash-mla": ["sgl-flash-mla"], "apache-tvm-ffi": ["apache-tvm-ffi"], "msgspec": ["msgspec"], "nvtx": ["nvtx"],
+            "sgl-flash-mla": ["sgl-flash-mla"], "apache-tvm-ffi": ["apache-tvm-ffi"], "msgspec": ["msgspec"],
+            "nvtx": ["nvtx"],
             "nvidia-ml-py": ["nvidia-ml-py"], "pytest-benchmark": ["pytest-benchmark"]}
 
 

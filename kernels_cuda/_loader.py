@@ -23,7 +23,8 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 # source file -> the template instantiations it exports (NVRTC name expressions); every kernel is
 # named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
 KERNELS = {
-    "compress.cu": [f"dsv4_compress_c{r}<{v}, {m}>" for r in (4, 128) for v in (4, 1) for m in ((0, 1) if r == 4 else (0, 1, 2))]
+    "compress.cu": [f"dsv4_compress_c{r}<{v}, {m}>" for r in (4, 128) for v in (4, 1)
+                    for m in ((0, 1) if r == 4 else (0, 1, 2))]
                    + ["dsv4_compress_online_commit"],
     "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
                           "dsv4_indexer_logits_wgmma<6>"],
@@ -32,10 +33,13 @@ KERNELS = {
                        + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)]
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
-                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe") for s in ("true", "false") for p in ("true", "false")]
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe")
+                              for s in ("true", "false") for p in ("true", "false")]
                            + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"]
-                           + [f"dsv4_sparse_attention_fp8_wgmma<{s}, {p}, {d}>" for s in ("true", "false") for p in ("true", "false") for d in ("true", "false")]
-                           + [f"dsv4_sparse_attention_fp8_pipe<{s}, {p}>" for s in ("true", "false") for p in ("true", "false")],
+                           + [f"dsv4_sparse_attention_fp8_wgmma<{s}, {p}, {d}>" for s in ("true", "false")
+                              for p in ("true", "false") for d in ("true", "false")]
+                           + [f"dsv4_sparse_attention_fp8_pipe<{s}, {p}>" for s in ("true", "false")
+                              for p in ("true", "false")],
 }
 
 

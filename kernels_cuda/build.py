@@ -12,7 +12,8 @@ from tabulate import tabulate
 
 from kernels_cuda import _loader
 
-ARCHS = ("sm_80", "sm_90a", "sm_100")  # what the loader builds for: sm_90a is Hopper (wgmma); sm_80 and sm_100 keep the other generations compiling
+# what the loader builds for: sm_90a is Hopper (wgmma); sm_80 and sm_100 keep the other generations compiling
+ARCHS = ("sm_80", "sm_90a", "sm_100")
 
 
 def resources(log, lowered):

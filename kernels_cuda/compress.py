@@ -57,7 +57,8 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         few = plan["most_new"] > C128_ONE_RUN and one_run_ctas < C128_FILL_WAVES * _sms(device)
         if few:
             ctas = plan["n_seg"] * contract.cdiv(d, 32 * vec)
-            groups = min(C128_MAX_GROUPS, max(4, 1 << (contract.cdiv(C128_WARPS_PER_SM * _sms(device), ctas) - 1).bit_length()))
+            wanted = contract.cdiv(C128_WARPS_PER_SM * _sms(device), ctas)  # warps a CTA, rounded up to 2^n
+            groups = min(C128_MAX_GROUPS, max(4, 1 << (wanted - 1).bit_length()))
             block = (32, groups)
         else:
             block = (128, 1)

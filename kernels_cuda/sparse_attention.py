@@ -42,13 +42,15 @@ H64_HEADS, H64_WARPS, STAGES = 64, 8, 3
 H64_SHARED_BYTES = STAGES * TILE * KV_STRIDE + H64_WARPS * 16 * 32 * 4 + STAGES * TILE * 4 + H64_HEADS * KV_STRIDE
 # wgmma: alignment slack, Q, 2 stages of 64 swizzled rows, the two warpgroups' S partials, the flags
 WG_TILE, WG_STAGES = 64, 2
-WG_SHARED_BYTES = 1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_BYTES + 2 * 64 * 64 * 4 + WG_STAGES * WG_TILE * 4
+WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_BYTES + 2 * 64 * 64 * 4
+                   + WG_STAGES * WG_TILE * 4)
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
 PIPE_TILE, PIPE_STAGES = 32, 4
-PIPE_SHARED_BYTES = 1024 + 64 * KV_ROW_BYTES + PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + PIPE_STAGES * PIPE_TILE * 4
+PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
+                     + PIPE_STAGES * PIPE_TILE * 4)
 PIPE_MAX_WAVES = 2  # auto: pipe while batch x head blocks fits in this many waves of one CTA an SM
 
 
@@ -103,7 +105,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE}.get(kernel, TILE)  # wgmma2 works in pairs of 64-row blocks
+    # wgmma2 works in pairs of 64-row blocks
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE}.get(kernel, TILE)
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale),), SHARED[kernel])
     return out, lse

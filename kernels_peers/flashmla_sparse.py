@@ -51,7 +51,8 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     the cache's first 584 * page_size bytes of each page as [pages, page_size, 1, 584] (the kernel
     tells the V4 format by the 584 bytes a token and takes the page stride from the view's stride);
     indices [B, 1, K] slot ids. The kernel returns lse [B, H, 1] and +inf for a row with no valid
-    index: mapped to SPEC's -inf. Supported: H in {64, 128}, K a multiple of 64. Checked on the H200 (results/h200/2026-12-01-speed)."""
+    index: mapped to SPEC's -inf. Supported: H in {64, 128}, K a multiple of 64. Checked on the H200
+    (results/h200/2026-12-01-speed)."""
     layout = contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
                                                  attn_sink=attn_sink, validate=validate)
     if layout.heads not in HEADS:

@@ -133,7 +133,8 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
             for batch in (1, 64, 256, 4096):
                 for aligned in (True, False):
                     kernel = A.choose_kernel(choice, capability, heads, batch, sms, shared, aligned)
-                    name = "dsv4_sparse_attention<true>" if kernel == "h16" else f"dsv4_sparse_attention_{kernel}<true, true>"
+                    name = ("dsv4_sparse_attention<true>" if kernel == "h16"
+                            else f"dsv4_sparse_attention_{kernel}<true, true>")
                     assert name in compiled, (choice, kernel)
                     assert kernel == "h16" or A.SHARED[kernel] <= shared, (choice, kernel)
                     if kernel in ("wgmma", "wgmma2", "pipe"):

@@ -466,7 +466,8 @@ def test_sglang_loads_only_the_launchers():
 def test_conversion_cache_is_not_fooled_by_reused_memory():
     cache = _common.ConversionCache()
     first = torch.arange(1000)
-    assert cache.get((first,), "t", lambda: first.sum().item()) == sum(range(1000))
+    # noqa below: ruff takes the lambda's `first` for a use after the `del` (the lambda runs before it)
+    assert cache.get((first,), "t", lambda: first.sum().item()) == sum(range(1000))  # noqa: F821
     del first  # the cache keeps it alive, so the next tensor cannot take its memory and its key
     second = torch.arange(1000) * 2
     assert cache.get((second,), "t", lambda: second.sum().item()) == 2 * sum(range(1000))
@@ -528,7 +529,8 @@ def test_slim_profiles_keep_what_the_adapters_load():
                  "flashinfer/data/cccl/cub/cub/device/device_topk.cuh"):
         assert kept("flashinfer", name), name
     assert not kept("flashinfer", "flashinfer/data/csrc/fmha_v2/fmha.cu")
-    assert not kept("flashinfer", "flashinfer/cake_sampling.py") and not kept("flashinfer", "flashinfer/data/cutlass/x.h")
+    assert not kept("flashinfer", "flashinfer/cake_sampling.py")
+    assert not kept("flashinfer", "flashinfer/data/cutlass/x.h")
 
 
 # --- loading: the stand-ins answer every import the launchers make, and no package __init__ runs
