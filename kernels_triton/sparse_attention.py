@@ -137,11 +137,19 @@ def _splits(programs, topk, block_k, sms):
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
+    return launch_split(_attention_kernel, q, layout, attn_sink, CONFIG, (kv, indices), (float(sm_scale),))
+
+
+def launch_split(kernel, q, layout, attn_sink, config, rows_args, tail_args, **constants):
+    """Both attention ops' launch: fresh out and lse, the split of the index list chosen by shape
+    (or `config`), `kernel` over (request, head block, split) with arguments q, `rows_args`, sink, out,
+    lse, part_out, part_lse, K, H, chunk, `tail_args` and the shared constexprs plus `constants`, then
+    the combine of the splits. Returns (out, lse)."""
     out = torch.empty_like(q)
     lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
     if layout.batch == 0:
         return out, lse
-    cfg = {**_config(layout.heads), **CONFIG}
+    cfg = {**_config(layout.heads), **config}
     head_blocks = triton.cdiv(layout.heads, cfg["block_h"])
     splits = cfg.get("splits") or _splits(layout.batch * head_blocks, layout.topk, cfg["block_k"], _sm_count(q.device))
     # each split a whole number of BLOCK_K steps, so only the list's end is ragged
@@ -154,13 +162,15 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = out, lse
-    _attention_kernel[(layout.batch, head_blocks, splits)](
-        q, kv, indices, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, float(sm_scale),
+    kernel[(layout.batch, head_blocks, splits)](
+        q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args,
         SPLIT=splits > 1, HAS_SINK=attn_sink is not None, BLOCK_H=cfg["block_h"], BLOCK_K=cfg["block_k"],
-        D=contract.ATTN_DIM, F32_DOT=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        D=contract.ATTN_DIM, F32_DOT=INTERPRET, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        **constants)
     if splits > 1:
         combine_h = 16
         _combine_kernel[(layout.batch, triton.cdiv(layout.heads, combine_h))](
             part_out, part_lse, sink, out, lse, layout.heads, splits, HAS_SINK=attn_sink is not None,
-            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM, num_warps=4)
+            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM,
+            INTERPRETING=INTERPRET, num_warps=4)
     return out, lse

@@ -15,8 +15,8 @@ import triton
 import triton.language as tl
 
 from harness import contract
-from kernels_triton._common import INTERPRET, to_bf16
-from kernels_triton.sparse_attention import _combine_kernel, _config, _sm_count, _splits
+from kernels_triton._common import to_bf16
+from kernels_triton.sparse_attention import launch_split
 
 
 @triton.jit
@@ -100,34 +100,9 @@ CONFIG = {}  # overrides of kernels_triton.sparse_attention's per-shape configur
 def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention_fp8(q, kv_cache, indices, page_size=page_size, sm_scale=sm_scale,
                                                  attn_sink=attn_sink, validate=validate)
-    out = torch.empty_like(q)
-    lse = torch.empty((layout.batch, layout.heads), dtype=torch.float32, device=q.device)
-    if layout.batch == 0:
-        return out, lse
-    cfg = {**_config(layout.heads), **CONFIG}
-    head_blocks = triton.cdiv(layout.heads, cfg["block_h"])
-    splits = cfg.get("splits") or _splits(layout.batch * head_blocks, layout.topk, cfg["block_k"], _sm_count(q.device))
-    chunk = triton.cdiv(triton.cdiv(max(layout.topk, 1), splits), cfg["block_k"]) * cfg["block_k"]
-    splits = triton.cdiv(max(layout.topk, 1), chunk)
-    sink = attn_sink if attn_sink is not None else lse
-    if splits > 1:
-        part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
-                               device=q.device)
-        part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
-    else:
-        part_out, part_lse = out, lse
     # one cache, three typed views: scale bytes, e4m3 dims, bf16 RoPE dims (the stride is even)
-    _attention_fp8_kernel[(layout.batch, head_blocks, splits)](
-        q, kv_cache, kv_cache.view(torch.float8_e4m3fn), kv_cache.view(torch.bfloat16), indices, sink, out, lse,
-        part_out, part_lse, layout.topk, layout.heads, chunk, layout.page_stride, float(sm_scale),
-        PAGE_SIZE=layout.page_size, SPLIT=splits > 1, HAS_SINK=attn_sink is not None, BLOCK_H=cfg["block_h"],
-        BLOCK_K=cfg["block_k"], D=contract.ATTN_DIM, NOPE=contract.FP8_KV_NOPE, TILE=contract.FP8_KV_TILE,
-        ROW_BYTES=contract.FP8_KV_ROW_BYTES, SCALE_BYTES=contract.FP8_KV_SCALE_BYTES, F32_DOT=INTERPRET,
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    if splits > 1:
-        combine_h = 16
-        _combine_kernel[(layout.batch, triton.cdiv(layout.heads, combine_h))](
-            part_out, part_lse, sink, out, lse, layout.heads, splits, HAS_SINK=attn_sink is not None,
-            BLOCK_H=combine_h, SPLITS_POW2=triton.next_power_of_2(splits), D=contract.ATTN_DIM,
-            INTERPRETING=INTERPRET, num_warps=4)
-    return out, lse
+    rows = (kv_cache, kv_cache.view(torch.float8_e4m3fn), kv_cache.view(torch.bfloat16), indices)
+    return launch_split(_attention_fp8_kernel, q, layout, attn_sink, CONFIG, rows,
+                        (layout.page_stride, float(sm_scale)), PAGE_SIZE=layout.page_size,
+                        NOPE=contract.FP8_KV_NOPE, TILE=contract.FP8_KV_TILE, ROW_BYTES=contract.FP8_KV_ROW_BYTES,
+                        SCALE_BYTES=contract.FP8_KV_SCALE_BYTES)
