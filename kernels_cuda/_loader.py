@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +86,6 @@ def cache_dir():
     """Where built cubins are kept between processes (NVRTC takes 15-80 s a source, and every
     `harness` command is a new process): $DSV4_KERNEL_CACHE, else ~/.cache/dsv4-harness/cubin;
     DSV4_KERNEL_CACHE=off builds every time."""
-    import os
     path = os.environ.get("DSV4_KERNEL_CACHE", str(Path.home() / ".cache" / "dsv4-harness" / "cubin"))
     return None if path in ("off", "0", "") else Path(path)
 
@@ -107,13 +108,13 @@ def cached_cubin(name, arch):
     cubin, lowered, _ = compile_cubin(name, arch)
     if path is not None:
         try:  # written aside, then renamed: a process reading it sees all or nothing
-            tmp = path.with_name(path.name + f".tmp{id(lowered)}")
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
             (tmp / "kernel.cubin").write_bytes(cubin)
             (tmp / "lowered.json").write_text(json.dumps(lowered))
             tmp.rename(path)
-        except OSError:
-            pass  # a read-only or raced cache only costs the next process a compile
+        except OSError:  # a read-only or raced cache only costs the next process a compile
+            shutil.rmtree(tmp, ignore_errors=True)
     return cubin, lowered
 
 
@@ -166,8 +167,6 @@ def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
 @functools.lru_cache(maxsize=None)
 def _pdl_supported(device_index):
     """Hopper or newer, unless DSV4_PDL=0 asks for plain launches."""
-    import os
-
     import torch
     return os.environ.get("DSV4_PDL", "1") != "0" and torch.cuda.get_device_capability(device_index)[0] >= 9
 
