@@ -5,6 +5,7 @@ validate=False the call does no host work that grows with the batch and never sy
 CUDA graph can capture it."""
 
 import functools
+import os
 
 import numpy as np
 import torch
@@ -18,6 +19,10 @@ C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walk
 C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compress.cu's bound)
 C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 C128_FILL_WAVES = 2  # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9)
+C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
+# positions a thread loads together before pooling them: 6 on the one-run path (compress.cu's CHUNK);
+# DSV4_C128_CHUNK=4 restores the earlier kernel there for a side-by-side run
+C128_ONE_RUN_CHUNK = int(os.environ.get("DSV4_C128_CHUNK", "6"))
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -63,7 +68,13 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         else:
             block = (128, 1)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
-    expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
+    shared = 0
+    if layout.ratio == 4:
+        expr = f"dsv4_compress_c4<{vec}, {MODE_ID[mode]}>"
+    else:
+        chunk = C128_ONE_RUN_CHUNK if block[-1] == 1 and vec == 4 else 4
+        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {chunk}>"
+        shared = (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
@@ -72,7 +83,8 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
             (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
-        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device, pdl=pdl)
+        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device,
+               shared_mem=shared, pdl=pdl)
     if scratch is not None:
         launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
                device, pdl=pdl)
