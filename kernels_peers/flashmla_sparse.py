@@ -41,8 +41,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     return out, lse
 
 
-
 FP8_TOPK_BLOCK = 64  # the FP8 decode kernel walks the indices in blocks of 64
+_FP8_SCHEDULES = {}  # (device, batch, heads, K, page size) -> FlashMLA's filled tile-schedule metadata
 
 
 def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink=None, validate=True):
@@ -63,7 +63,13 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     from flash_mla import flash_mla_with_kvcache, get_mla_metadata
     pages = kv_cache[:, :contract.FP8_KV_TOKEN_BYTES * page_size].view(
         layout.num_pages, page_size, 1, contract.FP8_KV_TOKEN_BYTES)
-    metadata = get_mla_metadata()[0]  # filled by the call (its first), for this call's shapes
+    # FlashMLA fills the schedule on a metadata object's first call and reuses it after; for sparse
+    # decode it depends on shapes only (batch, heads, K, page size), so one is kept per shape and
+    # device, as an engine keeps one per forward step (contract §7: a shape-only schedule may be cached)
+    key = (q.device, layout.batch, layout.heads, layout.topk, page_size)
+    metadata = _FP8_SCHEDULES.get(key)
+    if metadata is None:
+        metadata = _FP8_SCHEDULES[key] = get_mla_metadata()[0]
     out, lse = flash_mla_with_kvcache(q.view(layout.batch, 1, layout.heads, ATTN_DIM), pages, None, None, ATTN_DIM,
                                       metadata, softmax_scale=float(sm_scale), is_fp8_kvcache=True,
                                       indices=indices.view(layout.batch, 1, layout.topk), attn_sink=attn_sink,
