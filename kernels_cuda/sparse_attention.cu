@@ -846,6 +846,69 @@ __device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) 
     return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
 }
 
+// The online softmax of one tile of NT x 8 gathered rows, shared by the wgmma and pipe bodies. s[4 nt + c]
+// holds this warpgroup's partial S of row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1);
+// other[32 (4 nt + c)] the other warpgroup's at the same fragment position. Both warpgroups add the
+// two in the same order (low half's first), so both hold identical S and run the same softmax; a
+// column whose row flag is 0 becomes -inf. On return s holds P = exp2(S - m) (base 2, m the running
+// row max), m and l (running sum) are updated and O is rescaled where a row max moved.
+template <int NT>
+__device__ __forceinline__ void tile_softmax(float (&s)[4 * NT], const float* other, const int* valid_s, int half,
+                                             int t, float scale2, float& m_lo, float& m_hi, float& l_lo, float& l_hi,
+                                             float (&o)[128]) {
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const bool v0 = valid_s[nt * 8 + 2 * t], v1 = valid_s[nt * 8 + 2 * t + 1];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const float mine_v = s[4 * nt + c], other_v = other[(4 * nt + c) * 32];
+            const float full = half == 0 ? mine_v + other_v : other_v + mine_v;
+            s[4 * nt + c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
+        }
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+        s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+        s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+        s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+    m_lo = new_lo;
+    m_hi = new_hi;
+    // 128 multiplies a thread: skipped by a warp whose row maxima all stayed (alpha = 1 exactly),
+    // the common case once a long list's maximum has been seen
+    if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            o[4 * j] *= alpha_lo;
+            o[4 * j + 1] *= alpha_lo;
+            o[4 * j + 2] *= alpha_hi;
+            o[4 * j + 3] *= alpha_hi;
+        }
+    }
+}
+
 // The epilogue of the wgmma kernels: this thread's O fragment (rows 16 wq + g (+8) of the CTA's 64
 // heads, dims 256 half + 8 j + 2 t (+1) at o[4 j + c]) and its row max (base 2) and sum. SPLIT: the
 // output normalised by this split's own sum (fp32) and the split's lse, for the combine kernel;
@@ -975,56 +1038,7 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
         const float* other = s_part + (((half ^ 1) * 4 + wq) * 32) * 32 + lane;
 
         // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1)
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            const bool v0 = valid_s[nt * 8 + 2 * t], v1 = valid_s[nt * 8 + 2 * t + 1];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                // the same order of addition in both warpgroups: low half's partial first
-                const float mine_v = s[4 * nt + c], other_v = other[(4 * nt + c) * 32];
-                const float full = half == 0 ? mine_v + other_v : other_v + mine_v;
-                s[4 * nt + c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
-            }
-            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
-        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
-            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
-            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
-            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
-            sum_lo += s[4 * nt] + s[4 * nt + 1];
-            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-        }
-        l_lo = l_lo * alpha_lo + sum_lo;
-        l_hi = l_hi * alpha_hi + sum_hi;
-        m_lo = new_lo;
-        m_hi = new_hi;
-        if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {  // as in pipe_attention
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                o[4 * j] *= alpha_lo;
-                o[4 * j + 1] *= alpha_lo;
-                o[4 * j + 2] *= alpha_hi;
-                o[4 * j + 3] *= alpha_hi;
-            }
-        }
+        tile_softmax<8>(s, other, valid_s, half, t, scale2, m_lo, m_hi, l_lo, l_hi, o);
 
         // O += P V: k-step ks covers gathered rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
         // N = dims half * 256 .. +255 (4 chunks, LBO 8 KB)
@@ -1368,58 +1382,7 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
         __syncthreads();  // partials visible
 
         // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1) of the tile
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            const bool v0 = valid_s[nt * 8 + 2 * t], v1 = valid_s[nt * 8 + 2 * t + 1];
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                // the same order of addition in both warpgroups: low half's partial first
-                const float mine_v = s[4 * nt + c], other_v = other[(4 * nt + c) * 32];
-                const float full = half == 0 ? mine_v + other_v : other_v + mine_v;
-                s[4 * nt + c] = ((c & 1) ? v1 : v0) ? full * scale2 : -INFINITY;
-            }
-            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
-        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
-            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
-            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
-            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
-            sum_lo += s[4 * nt] + s[4 * nt + 1];
-            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-        }
-        l_lo = l_lo * alpha_lo + sum_lo;
-        l_hi = l_hi * alpha_hi + sum_hi;
-        m_lo = new_lo;
-        m_hi = new_hi;
-        // 128 multiplies a thread: skipped by a warp whose row maxima all stayed (alpha = 1
-        // exactly), the common case once a long list's maximum has been seen
-        if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
-#pragma unroll
-            for (int j = 0; j < 32; ++j) {
-                o[4 * j] *= alpha_lo;
-                o[4 * j + 1] *= alpha_lo;
-                o[4 * j + 2] *= alpha_hi;
-                o[4 * j + 3] *= alpha_hi;
-            }
-        }
+        tile_softmax<4>(s, other, valid_s, half, t, scale2, m_lo, m_hi, l_lo, l_hi, o);
 
         // O += P V: k-step ks covers tile rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
         // N = dims half * 256 .. +255 (4 chunks, LBO 4 KB)
