@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -35,17 +36,26 @@ KERNELS = {
                        + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)]
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
-                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe")
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")
                               for s in ("true", "false") for p in ("true", "false")]
                            + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"]
                            + [f"dsv4_sparse_attention_fp8_wgmma<{s}, {p}, {d}>" for s in ("true", "false")
                               for p in ("true", "false") for d in ("true", "false")]
-                           + [f"dsv4_sparse_attention_fp8_pipe<{s}, {p}>" for s in ("true", "false")
-                              for p in ("true", "false")],
+                           + [f"dsv4_sparse_attention_fp8_{k}<{s}, {p}>" for k in ("pipe", "pair")
+                              for s in ("true", "false") for p in ("true", "false")],
 }
 
 
 COMMON = "common.cuh"  # prepended to every source: shared helpers, no CUDA headers needed
+
+# source file -> the wrapper module that declares, for that source:
+#   DEFINES {NAME: int}: compile-time constants, passed to NVRTC as -DNAME=value. The Python constant is
+#     their one definition: the source keeps no default (a missing one fails the compile) and
+#     static_asserts the values it is written for;
+#   SIGNATURES {kernel name: ("kind name", ...)}: each kernel's parameters, kinds ptr / i32 / i64 / f32,
+#     which launch() checks and converts (launch_values).
+# A source not listed compiles without -D options and launches unchecked (a Python int becomes int32).
+DECLARED_IN = {"indexer_logits.cu": "kernels_cuda.indexer_logits"}
 
 
 def source(name):
@@ -53,8 +63,24 @@ def source(name):
     return f'{common}\n#line 1 "{name}"\n' + (SOURCE_DIR / name).read_text()
 
 
+def defines(name):
+    """{NAME: value} of the source's compile-time constants ({} where no wrapper declares them)."""
+    if name not in DECLARED_IN:
+        return {}
+    declared = importlib.import_module(DECLARED_IN[name]).DEFINES
+    for key, value in declared.items():
+        if not (key.isidentifier() and type(value) is int):  # bool too would print as True
+            raise TypeError(f"{DECLARED_IN[name]}.DEFINES[{key!r}] = {value!r}: a C identifier and an int")
+    return dict(declared)
+
+
 def arch_option(arch):
     return f"--gpu-architecture={arch}"
+
+
+def compile_options(name, arch):
+    """NVRTC options of a source: OPTIONS, the architecture, the source's -D constants."""
+    return [*OPTIONS, arch_option(arch), *(f"-D{key}={value}" for key, value in sorted(defines(name).items()))]
 
 
 def compile_cubin(name, arch):
@@ -66,7 +92,7 @@ def compile_cubin(name, arch):
         for expr in KERNELS[name]:
             nvrtc.addNameExpression(prog, expr)
         try:
-            nvrtc.compileProgram(prog, [*OPTIONS, arch_option(arch), "-Xptxas=-v"])
+            nvrtc.compileProgram(prog, [*compile_options(name, arch), "-Xptxas=-v"])
         except nvrtc.NVRTCError as err:
             raise RuntimeError(f"{name} for {arch} failed to compile:\n{nvrtc.getProgramLog(prog)}") from err
         lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in KERNELS[name]}
@@ -92,13 +118,14 @@ def cache_dir():
 
 def cached_cubin(name, arch):
     """compile_cubin's (cubin, lowered names), from the cache when the source (with common.cuh), the
-    options, the exported expressions, the arch and the NVRTC version are the same."""
+    options (the -D constants and the arch among them), the exported expressions and the NVRTC version
+    are the same."""
     import hashlib
     import json
     from cupy.cuda import nvrtc
     folder = cache_dir()
-    key = hashlib.sha256(json.dumps([source(name), OPTIONS, KERNELS[name], arch, list(nvrtc.getVersion())])
-                         .encode()).hexdigest()[:32]
+    key = hashlib.sha256(json.dumps([source(name), compile_options(name, arch), KERNELS[name],
+                                     list(nvrtc.getVersion())]).encode()).hexdigest()[:32]
     path = folder / f"{Path(name).stem}-{arch}-{key}" if folder else None
     if path is not None:
         try:
@@ -146,17 +173,19 @@ def kernel(name, expr, device):
 
 
 def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
-    """Launch on torch's current stream; tensors go as raw pointers, ints as int32 unless wrapped.
-    pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
+    """Launch on torch's current stream, the arguments checked and converted by the kernel's declared
+    signature (launch_values); where its source declares none, tensors go as raw pointers and ints as
+    int32 unless wrapped. pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
     previous kernel on the stream finishes; it must call `pdl_wait()` (common.cuh) before reading
     anything an earlier kernel wrote. Hides the launch gap between short kernels."""
     import cupy
     import torch
+    params = signature(name, expr)
+    values = tuple(_arg(a) for a in args) if params is None else launch_values(expr, params, args)
     fn = kernel(name, expr, device)
     if shared_mem > STATIC_SHARED_LIMIT:
         _opt_in_shared(fn, shared_mem)
     stream = torch.cuda.current_stream(device).cuda_stream
-    values = tuple(_arg(a) for a in args)
     with cupy.cuda.Device(_index(device)):
         if pdl and _pdl_supported(_index(device)):
             _launch_pdl(fn.ptr, grid, block, values, shared_mem, stream)
@@ -226,3 +255,57 @@ def _arg(a):
     if isinstance(a, float):
         return np.float32(a)
     return a  # numpy scalars as given (np.int64 for 64-bit counts)
+
+
+KINDS = ("ptr", "i32", "i64", "f32")  # a device pointer, int, long long, float
+_INT_RANGE = {"i32": (np.int32, -2 ** 31, 2 ** 31 - 1), "i64": (np.int64, -2 ** 63, 2 ** 63 - 1)}
+
+
+@functools.lru_cache(maxsize=None)
+def signature(name, expr):
+    """((kind, parameter name), ...) that the wrapper of source `name` declares for the kernel of
+    expression `expr` (all instantiations of a template share one), or None for a source without
+    declarations (DECLARED_IN)."""
+    if name not in DECLARED_IN:
+        return None
+    module, kernel_name = DECLARED_IN[name], expr.split("<")[0]
+    declared = importlib.import_module(module).SIGNATURES
+    if kernel_name not in declared:
+        raise KeyError(f"{module}.SIGNATURES declares no {kernel_name}")
+    params = tuple(tuple(p.split()) for p in declared[kernel_name])
+    bad = [p for p in params if len(p) != 2 or p[0] not in KINDS]
+    if bad:
+        raise ValueError(f"{module}.SIGNATURES[{kernel_name!r}]: {bad} not 'kind name' with a kind of {KINDS}")
+    return params
+
+
+def launch_values(kernel, params, args):
+    """The C values of `args` for parameters `params` ((kind, name), ...): ptr takes a torch tensor
+    (its device pointer) or None (null); i32 / i64 a Python or NumPy integer in range; f32 a real
+    number. A wrong count, kind or range raises TypeError / ValueError naming the kernel and the
+    argument's position, before anything is launched (CuPy would turn a Python int into int32)."""
+    import torch
+    if len(args) != len(params):
+        raise TypeError(f"{kernel}: {len(args)} arguments for {len(params)} parameters "
+                        f"({', '.join(' '.join(p) for p in params)})")
+    values = []
+    for position, ((kind, param), a) in enumerate(zip(params, args)):
+        if kind == "ptr":
+            if isinstance(a, torch.Tensor):
+                values.append(np.uint64(a.data_ptr()))
+                continue
+            if a is None:
+                values.append(np.uint64(0))
+                continue
+        elif kind == "f32":
+            if isinstance(a, (float, int, np.floating, np.integer)):
+                values.append(np.float32(a))
+                continue
+        elif isinstance(a, (int, np.integer)):
+            ctype, lo, hi = _INT_RANGE[kind]
+            if not lo <= a <= hi:
+                raise ValueError(f"{kernel} argument {position} ({kind} {param}): {a} does not fit {ctype.__name__}")
+            values.append(ctype(a))
+            continue
+        raise TypeError(f"{kernel} argument {position} ({kind} {param}): got {type(a).__name__}")
+    return tuple(values)

@@ -16,16 +16,21 @@
 // bytes 16t+4s .. 16t+4s+3: bytes 0-1 for the mma's k = 2t, 2t+1 and bytes 2-3 for k = 2t+8, 2t+9,
 // for A (query rows) and B (key rows) alike.
 
-#define KEY_DIM 128
-#define BLOCK_ENTRIES 64
+// KEY_DIM, BLOCK_ENTRIES (the cache layout), WARPS, BLOCKS_PER_CTA, WG_THREADS, WG_HEADS come from
+// indexer_logits.py's DEFINES (-D options, their one definition; no defaults here): the kernels are
+// written for the values asserted.
+static_assert(KEY_DIM == 128 && BLOCK_ENTRIES == 64, "a key row is 8 16-byte chunks (mma fragments, the wgmma "
+              "swizzle row); a block is wgmma's M = 64 keys");
+static_assert(WARPS == 4, "dsv4_indexer_logits sums the four warps' part[] rows");
+static_assert(WG_THREADS == 128 && WG_HEADS == 64, "dsv4_indexer_logits_wgmma: one warpgroup, one n64 tile of heads");
 #define BLOCK_BYTES (BLOCK_ENTRIES * (KEY_DIM + 4))
 #define ROW_STRIDE 192  // padded shared row: 16-byte aligned; rows g and g+1 fall on opposite bank halves, so a
                         // quarter-warp's 16-byte fragment loads cover the 32 banks once
 #define HEAD_CHUNK 64  // heads per pass (more heads: another pass over the keys)
-#define WARPS 4
-#define BLOCKS_PER_CTA 8
 #define TILES_PER_WARP (HEAD_CHUNK / 16 / WARPS)
 #define KEY_CHUNKS (BLOCK_ENTRIES * KEY_DIM / 16 + BLOCK_ENTRIES * 4 / 16)  // 16-byte copies per block
+static_assert(BLOCKS_PER_CTA >= 1 && (HEAD_CHUNK + 2 * BLOCK_ENTRIES) * ROW_STRIDE
+              + (2 + WARPS + BLOCKS_PER_CTA) * BLOCK_ENTRIES * 4 <= 48 * 1024, "dsv4_indexer_logits' static shared memory");
 
 
 // Two e4m3 bytes (in the low byte of each 16-bit half of `spread`) -> half2 bits of value * 2^-8.
@@ -188,13 +193,11 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_indexer_logits(const unsigned
 // cache holds (possibly NaN): MMA columns are independent and the store selects -inf by index.
 // Heads > 64 or another architecture: the fp16 mma.sync kernel above (the Python side dispatches).
 
-#define WG_THREADS 128
 // Ring depth: a template parameter (4, 5 or 6 are built; the launcher picks, DSV4_INDEXER_STAGES
 // overrides). 5: 51456 B, 4 CTAs an SM; 4: 43008 B, 5 CTAs; 6: 59904 B, 3 CTAs. In flight an SM:
 // CTAs x (stages - 1) blocks = 16, 15, 15; what differs is the CTA count, so the share size and the
 // last-share tail (a share is floor or ceil of blocks / CTAs: at b64 x 16384 entries, 528 CTAs give
 // 31 or 32 blocks, 3 % over the mean; 660 CTAs give 24 or 25, 0.8 %).
-#define WG_HEADS 64
 #define WG_KEY_TILE (BLOCK_ENTRIES * KEY_DIM)  // 8192 bytes, a multiple of the 1024-byte swizzle atom
 // dynamic shared memory of a STAGES-deep ring: 1024 (alignment slack) + q + STAGES x (keys + scales)
 

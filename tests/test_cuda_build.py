@@ -111,7 +111,7 @@ def test_attention_shared_sizes_match_the_kernels():
     checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
     prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
     try:
-        nvrtc.compileProgram(prog, [*_loader.OPTIONS, _loader.arch_option("sm_90a")])
+        nvrtc.compileProgram(prog, _loader.compile_options("sparse_attention.cu", "sm_90a"))
     except nvrtc.NVRTCError:
         pytest.fail(nvrtc.getProgramLog(prog))
     finally:

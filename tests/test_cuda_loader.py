@@ -1,0 +1,138 @@
+"""The CUDA loader's declarations, without a GPU: each source's compile-time constants come only from
+its wrapper's DEFINES (passed as -D options: dropping any one fails the compile, a changed one is a
+new cubin cache entry), and each kernel's declared signature matches its parameter list in the .cu
+and is what launch() checks before launching."""
+
+import importlib
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+if not os.environ.get("CI"):  # CI installs CuPy and NVRTC (ci/install.sh), so there a missing one fails
+    pytest.importorskip("cupy")
+
+from kernels_cuda import _loader  # noqa: E402
+
+DECLARED = sorted(_loader.DECLARED_IN)
+C_KIND = {"int": "i32", "long long": "i64", "float": "f32"}
+
+
+def declared_defines():
+    return [(source, name) for source in DECLARED for name in _loader.defines(source)]
+
+
+def source_parameters(source, kernel):
+    """((kind, name), ...) of the kernel's parameter list in the .cu text."""
+    text = (_loader.SOURCE_DIR / source).read_text()
+    found = re.search(rf"__global__[^;{{]*?\b{kernel}\(([^)]*)\)", text)
+    assert found, (source, kernel)
+    params = []
+    for param in found.group(1).split(","):
+        words = re.findall(r"\w+", param.replace("__restrict__", "").replace("const", ""))
+        params.append(("ptr" if "*" in param else C_KIND[" ".join(words[:-1])], words[-1]))
+    return tuple(params)
+
+
+def test_each_source_gets_its_wrappers_constants_as_options():
+    for source in DECLARED:
+        defines = _loader.defines(source)
+        assert defines, source
+        options = _loader.compile_options(source, "sm_90a")
+        assert [o for o in options if o.startswith("-D")] == [f"-D{k}={v}" for k, v in sorted(defines.items())]
+    assert _loader.compile_options("not_declared.cu", "sm_90a") == [*_loader.OPTIONS, "--gpu-architecture=sm_90a"]
+
+
+@pytest.mark.parametrize("source, missing", declared_defines(), ids=lambda x: x)
+def test_a_missing_define_fails_the_compile(monkeypatch, source, missing):
+    # the source keeps no default: without the option NVRTC stops (in the front end, a fraction of a second)
+    defines = _loader.defines
+    monkeypatch.setattr(_loader, "defines", lambda name: {k: v for k, v in defines(name).items() if k != missing})
+    with pytest.raises(RuntimeError, match=rf"{source} for sm_90a failed to compile:[\s\S]*\b{missing}\b"):
+        _loader.compile_cubin(source, "sm_90a")
+
+
+@pytest.mark.parametrize("value", [True, 8.0, "8"])
+def test_a_define_is_an_int(monkeypatch, value):
+    module = importlib.import_module(_loader.DECLARED_IN["indexer_logits.cu"])
+    monkeypatch.setitem(module.DEFINES, "BLOCKS_PER_CTA", value)
+    with pytest.raises(TypeError, match="BLOCKS_PER_CTA"):
+        _loader.compile_options("indexer_logits.cu", "sm_90a")
+
+
+def test_a_changed_define_is_a_new_cache_entry(monkeypatch, tmp_path):
+    monkeypatch.setenv("DSV4_KERNEL_CACHE", str(tmp_path))
+    built = []
+    monkeypatch.setattr(_loader, "compile_cubin",
+                        lambda name, arch: built.append(_loader.compile_options(name, arch)) or (b"cubin", {}, ""))
+    _loader.cached_cubin("indexer_logits.cu", "sm_90a")
+    _loader.cached_cubin("indexer_logits.cu", "sm_90a")
+    assert len(built) == 1  # read back
+    module = importlib.import_module(_loader.DECLARED_IN["indexer_logits.cu"])
+    monkeypatch.setitem(module.DEFINES, "BLOCKS_PER_CTA", module.DEFINES["BLOCKS_PER_CTA"] * 2)
+    _loader.cached_cubin("indexer_logits.cu", "sm_90a")
+    assert len(built) == 2 and built[0] != built[1] and len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("source", DECLARED)
+def test_every_kernel_declares_the_parameters_of_its_source(source):
+    for expr in _loader.KERNELS[source]:
+        kernel = expr.split("<")[0]
+        assert _loader.signature(source, expr) == source_parameters(source, kernel), expr
+
+
+def test_undeclared_sources_launch_unchecked():
+    assert _loader.signature("not_declared.cu", "dsv4_anything<1>") is None
+
+
+PARAMS = (("ptr", "q"), ("i32", "n"), ("i64", "stride"), ("f32", "scale"))
+
+
+def test_launch_values_convert_to_the_declared_c_types():
+    q = torch.arange(5.0)
+    values = _loader.launch_values("dsv4_k", PARAMS, (q, 7, 3 * 2 ** 31, 0.5))
+    assert [type(v) for v in values] == [np.uint64, np.int32, np.int64, np.float32]
+    assert values == (q.data_ptr(), 7, 3 * 2 ** 31, 0.5)
+    # None is a null pointer; NumPy integers and an int for a float are taken, range permitting
+    values = _loader.launch_values("dsv4_k", PARAMS, (None, np.int64(-2 ** 31), np.int32(-1), 3))
+    assert values == (0, -2 ** 31, -1, 3.0)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((torch.ones(1), 7, 1), TypeError, r"dsv4_k: 3 arguments for 4 parameters \(ptr q, i32 n, i64 stride, f32 scale\)"),
+    ((torch.ones(1), 7, 1, 0.5, 2), TypeError, r"dsv4_k: 5 arguments for 4 parameters"),
+    ((torch.ones(1), 7.0, 1, 0.5), TypeError, r"dsv4_k argument 1 \(i32 n\): got float"),
+    ((torch.ones(1), 7, 1.5, 0.5), TypeError, r"dsv4_k argument 2 \(i64 stride\): got float"),
+    ((torch.ones(1), 2 ** 31, 1, 0.5), ValueError, r"dsv4_k argument 1 \(i32 n\): 2147483648 does not fit int32"),
+    ((torch.ones(1), -2 ** 31 - 1, 1, 0.5), ValueError, r"argument 1 \(i32 n\): -2147483649 does not fit int32"),
+    ((torch.ones(1), 7, 2 ** 63, 0.5), ValueError, r"dsv4_k argument 2 \(i64 stride\): 9223372036854775808 does not"),
+    ((torch.ones(1), torch.tensor(7), 1, 0.5), TypeError, r"dsv4_k argument 1 \(i32 n\): got Tensor"),
+    ((torch.ones(1), 7, 1, torch.tensor(0.5)), TypeError, r"dsv4_k argument 3 \(f32 scale\): got Tensor"),
+    ((7, 7, 1, 0.5), TypeError, r"dsv4_k argument 0 \(ptr q\): got int"),
+    ((np.uint64(0), 7, 1, 0.5), TypeError, r"dsv4_k argument 0 \(ptr q\): got uint64"),
+], ids=["too-few", "too-many", "float-for-i32", "float-for-i64", "i32-over", "i32-under", "i64-over",
+        "tensor-for-i32", "tensor-for-f32", "int-for-ptr", "numpy-for-ptr"])
+def test_launch_values_reject_what_the_signature_does_not_declare(args, error, message):
+    with pytest.raises(error, match=message):
+        _loader.launch_values("dsv4_k", PARAMS, args)
+
+
+def test_launch_checks_before_building_or_launching(monkeypatch):
+    # a wrong argument stops launch() before it compiles, loads or touches a device (none here)
+    monkeypatch.setattr(_loader, "kernel", lambda *a: pytest.fail("reached the kernel lookup"))
+    t = torch.ones(1)
+    args = (t, t, t, t, t, 64, t, 4096, 8)
+    with pytest.raises(TypeError, match=r"dsv4_indexer_logits argument 8 \(i32 heads\): got float"):
+        _loader.launch("indexer_logits.cu", "dsv4_indexer_logits", (1,), (128,), (*args[:8], 8.0), torch.device("cpu"))
+    with pytest.raises(TypeError, match=r"dsv4_indexer_logits_wgmma<4>: 9 arguments for 10 parameters"):
+        _loader.launch("indexer_logits.cu", "dsv4_indexer_logits_wgmma<4>", (1,), (128,), args, torch.device("cpu"))
+
+
+def test_indexer_ring_depths_are_built():
+    # every ring depth the wrapper may launch (DSV4_INDEXER_STAGES) is a compiled instantiation
+    indexer = importlib.import_module("kernels_cuda.indexer_logits")
+    built = set(_loader.KERNELS["indexer_logits.cu"])
+    assert {f"dsv4_indexer_logits_wgmma<{s}>" for s in indexer.WGMMA_STAGES} <= built
+    assert indexer.WGMMA_DEFAULT_STAGES in indexer.WGMMA_STAGES
