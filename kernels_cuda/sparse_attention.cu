@@ -1127,7 +1127,8 @@ __global__ void __launch_bounds__(256, 1)
 //   partial S exchange, online softmax (O rescaled only by warps whose row maxima moved)
 //   O += P V (wgmma m64n256k16 x 2, P from registers, async); rows.overlap(i, 1)
 // A loader owns the shared memory after Q and provides start, top, refill, flags (the tile's row
-// flags, valid until the next top), overlap, s_part (16 KB) and ANY_HEADS as the wgmma loaders do.
+// flags, valid until the next top), overlap, s_part (16 KB), finish (after the loop: its own
+// asynchronous work done) and ANY_HEADS as the wgmma loaders do.
 #define PIPE_TILE 32
 #define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                          // 32 KB, chunks of 32 lines (4 KB)
 #define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                         // [2 halves][4 warps][16][32 lanes] fp32
@@ -1202,6 +1203,7 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
         load_idx(i + PIPE_BF16_STAGES, idx_next);
     }
     __device__ __forceinline__ void overlap(int, int) {}
+    __device__ __forceinline__ void finish() {}
 };
 
 // FP8 records (SPEC 8) as WgFp8Rows reads them, staged raw in 4 stages of 32 and dequantised
@@ -1310,6 +1312,7 @@ struct PipeFp8Rows {
     __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
         if (i + 1 < tiles) dequant(i + 1, part);
     }
+    __device__ __forceinline__ void finish() {}
 };
 
 // The pipe kernels' body: Q at `smem` (64 swizzled lines), the rows through `rows`; n = this
@@ -1410,6 +1413,7 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
         // tile before anyone rewrites them
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+    rows.finish();  // the loader's own copies (the pair loaders' copies to the peer CTA) likewise
     wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, row_lo, row_hi, sink, out, lse, part_out, part_lse, heads);
 }
 #endif
@@ -1449,6 +1453,369 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// The "pair" kernels (sm_90a, H a multiple of 128): the pipe kernels' body with the two 64-head
+// blocks of a query row as one cluster of 2 CTAs that share each gathered tile. At H 128 the pipe
+// kernels gather every row twice (once a head block) and, for FP8, dequantise it twice; here CTA
+// `rank` of the pair gathers (and dequantises) only rows 16 rank .. 16 rank + 15 of each 32-row
+// tile into its own copy of the tile, then one thread sends them to the same place in the peer's
+// shared memory with the bulk-copy engine (cp.async.bulk shared::cta -> shared::cluster, 8 chunks
+// of 2 KB and the 64 bytes of row flags), completing on the peer's mbarrier of that buffer. The
+// peer waits on that mbarrier before its S of the tile. No cluster barrier in the loop.
+// Ordering (tile j, buffer j % BUFS): a CTA sends tile j + 1 at its top(j), after its barrier (its
+// half of tile j + 1 is complete and was fenced for the async proxy) and after its wait for the
+// peer's half of tile j. That wait means the peer sent tile j at its top(j - 1), after its own
+// barrier there, so the peer has finished tile j - 2 and every older one: a buffer of BUFS >= 3
+// is free in the peer when its next tile arrives. The sender waits for its bulk reads of a buffer
+// (cp.async.bulk.wait_group.read) before its threads rewrite that buffer.
+// - bf16 (PairBf16Rows): own rows cp.async'd straight into 4 swizzled 32-row buffers (tiles i + 2,
+//   i + 3 in flight, tile i + 1 landed and sent, while tile i is multiplied).
+// - FP8 (PairFp8Rows): own records staged raw in 5 stages of 16, dequantised two tiles ahead of the
+//   math into 3 bf16 buffers (the tile sent at top(i) was dequantised during tile i - 1).
+#if __CUDA_ARCH__ >= 900
+#define PAIR_CLUSTER_DIMS __cluster_dims__(1, 2, 1)
+#else  // earlier GPUs compile the pair kernels as traps; the host launches them on sm_90a only
+#define PAIR_CLUSTER_DIMS
+#endif
+#define PAIR_ROWS (PIPE_TILE / 2)                                        // a CTA's rows of a tile: 16
+#define PAIR_TX (8 * PAIR_ROWS * 128 + PAIR_ROWS * 4)                  // bytes sent a tile: 16,448
+#define PAIR_BF16_BUFS 4
+#define PAIR_FP8_BUFS 3
+#define PAIR_RAW_STAGES 5
+#define PAIR_RAW_BYTES (PAIR_ROWS * FP8_PITCH)                           // 9,472
+#define PAIR_FP8_PIECES_PER_THREAD ((PAIR_ROWS * FP8_PIECES + 255) / 256)  // 3 (the last for threads < 64)
+// alignment slack, Q, the buffers, the S partials, the flags [BUFS][32], the mbarriers [BUFS]
+#define BF16_PAIR_SHARED_BYTES \
+    (1024 + WG_MAT_BYTES + PAIR_BF16_BUFS * PIPE_BF16_BYTES + PIPE_SPART_BYTES + PAIR_BF16_BUFS * PIPE_TILE * 4 + PAIR_BF16_BUFS * 8)
+// alignment slack, Q, the bf16 buffers, the raw stages, the S partials, the raw flags [5][16], the
+// tile flags [3][32], the mbarriers [3]
+#define FP8_PAIR_SHARED_BYTES                                                                                  \
+    (1024 + WG_MAT_BYTES + PAIR_FP8_BUFS * PIPE_BF16_BYTES + PAIR_RAW_STAGES * PAIR_RAW_BYTES + PIPE_SPART_BYTES + \
+     PAIR_RAW_STAGES * PAIR_ROWS * 4 + PAIR_FP8_BUFS * PIPE_TILE * 4 + PAIR_FP8_BUFS * 8)
+
+#if WG_AVAILABLE
+__device__ __forceinline__ unsigned int cluster_rank() {
+    unsigned int r;
+    asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+// the shared::cluster address of shared::cta address `addr` in CTA `rank` of the cluster
+__device__ __forceinline__ unsigned int cluster_map(unsigned int addr, unsigned int rank) {
+    unsigned int r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void cluster_sync_all() {  // every thread of both CTAs; release / acquire
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_init(unsigned int bar, unsigned int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// the initialisations visible to the cluster's async proxy (the peer's bulk copies complete on them)
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned int bar, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned int bar, unsigned int parity) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT;\n"
+        "}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+// `bytes` from this CTA's shared memory at `src` to `dst` (shared::cluster: the peer's), completing
+// `bytes` of transactions on the mbarrier at `bar` (shared::cluster, in the destination CTA)
+__device__ __forceinline__ void bulk_copy_to_cluster(unsigned int dst, unsigned int src, unsigned int bytes, unsigned int bar) {
+    asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "r"(src), "r"(bytes), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// every bulk copy but the newest N has finished reading its source
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+
+// The pair loaders' link to the peer CTA: the buffers' mbarriers and the send of a tile's own half.
+// `buffers`: the swizzled 32-line bf16 buffers; `flags`: their row flags [BUFS][32]; `bars`: BUFS
+// mbarriers, one phase a tile.
+template <int BUFS>
+struct PairLink {
+    unsigned int rank, peer;           // this CTA's rank in the pair, the peer's
+    unsigned int buffers, flags, bars;  // shared::cta addresses
+
+    __device__ __forceinline__ PairLink(unsigned char* buffers_, int* flags_, unsigned long long* bars_)
+        : rank(cluster_rank()), peer(cluster_rank() ^ 1u), buffers((unsigned int)__cvta_generic_to_shared(buffers_)),
+          flags((unsigned int)__cvta_generic_to_shared(flags_)), bars((unsigned int)__cvta_generic_to_shared(bars_)) {}
+    __device__ __forceinline__ void init() {  // thread 0, before the cluster barrier of start()
+        for (int b = 0; b < BUFS; ++b) mbar_init(bars + 8 * b, 1);
+        mbar_init_fence();
+    }
+    // thread 0: tile j's own rows (lines 16 rank .. +15 of each of the 8 chunks, and their flags)
+    // to the peer, and the expectation of the peer's half of tile j on this CTA's mbarrier
+    __device__ __forceinline__ void send(int j) {
+        const int b = j % BUFS;
+        mbar_arrive_expect_tx(bars + 8 * b, PAIR_TX);
+        const unsigned int bar = cluster_map(bars + 8 * b, peer);
+        const unsigned int own = buffers + b * PIPE_BF16_BYTES + rank * PAIR_ROWS * 128;
+        const unsigned int dst = cluster_map(own, peer);
+#pragma unroll
+        for (int c = 0; c < 8; ++c)
+            bulk_copy_to_cluster(dst + c * WG_CHUNK_BYTES(PIPE_TILE), own + c * WG_CHUNK_BYTES(PIPE_TILE), PAIR_ROWS * 128, bar);
+        const unsigned int own_flags = flags + (b * PIPE_TILE + rank * PAIR_ROWS) * 4;
+        bulk_copy_to_cluster(cluster_map(own_flags, peer), own_flags, PAIR_ROWS * 4, bar);
+        bulk_commit();
+    }
+    // every thread: the peer's half of tile i has arrived
+    __device__ __forceinline__ void wait(int i) { mbar_wait(bars + 8 * (i % BUFS), (i / BUFS) & 1); }
+};
+
+struct PairBf16Rows {  // bf16 rows of 1 KB, own rows copied straight into 4 swizzled 32-row buffers
+    static constexpr bool ANY_HEADS = false;
+    const unsigned char* kv;
+    const int* idx_row;
+    int n, tiles;
+    unsigned char* bufs;  // [4][32 lines] swizzled, then the S partials, the flags [4][32], the mbarriers [4]
+    PairLink<PAIR_BF16_BUFS> link;
+    int piece, line_first;  // thread x copies piece x % 64 of own lines x / 64 + 4 k (k < 4)
+    int idx_next[PAIR_ROWS / 4];
+
+    __device__ __forceinline__ PairBf16Rows(const unsigned short* kv_, const int* idx_row_, int n_, unsigned char* smem)
+        : kv(reinterpret_cast<const unsigned char*>(kv_)), idx_row(idx_row_), n(n_),
+          tiles((n_ + PIPE_TILE - 1) / PIPE_TILE), bufs(smem),
+          link(smem, reinterpret_cast<int*>(smem + PAIR_BF16_BUFS * PIPE_BF16_BYTES + PIPE_SPART_BYTES),
+               reinterpret_cast<unsigned long long*>(smem + PAIR_BF16_BUFS * PIPE_BF16_BYTES + PIPE_SPART_BYTES +
+                                                     PAIR_BF16_BUFS * PIPE_TILE * 4)),
+          piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
+    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(bufs + PAIR_BF16_BUFS * PIPE_BF16_BYTES); }
+    __device__ __forceinline__ int* flags(int tile) {
+        return reinterpret_cast<int*>(bufs + PAIR_BF16_BUFS * PIPE_BF16_BYTES + PIPE_SPART_BYTES) + (tile % PAIR_BF16_BUFS) * PIPE_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile, int (&ids)[PAIR_ROWS / 4]) {
+#pragma unroll
+        for (int k = 0; k < PAIR_ROWS / 4; ++k) {
+            const int i = tile * PIPE_TILE + link.rank * PAIR_ROWS + line_first + 4 * k;
+            ids[k] = i < n ? idx_row[i] : -1;
+        }
+    }
+    __device__ __forceinline__ void fetch(int tile, const int (&ids)[PAIR_ROWS / 4]) {  // one commit group a call
+        if (tile < tiles) {
+            unsigned char* dst = bufs + (tile % PAIR_BF16_BUFS) * PIPE_BF16_BYTES;
+            int* f = flags(tile);
+#pragma unroll
+            for (int k = 0; k < PAIR_ROWS / 4; ++k) {
+                const int r = link.rank * PAIR_ROWS + line_first + 4 * k, idx = ids[k];
+                if (idx >= 0) {
+                    cp_async16_l2_256(dst + swizzled_offset(PIPE_TILE, r, piece), kv + (long long)idx * DIM * 2 + piece * 16);
+                } else {  // zeros, so a masked row adds 0 * 0, never 0 * NaN
+                    *reinterpret_cast<uint4*>(dst + swizzled_offset(PIPE_TILE, r, piece)) = make_uint4(0u, 0u, 0u, 0u);
+                }
+                if (piece == 0) f[r] = idx >= 0;
+            }
+        }
+        cp_async_commit();
+    }
+    __device__ __forceinline__ void start() {  // own halves of tiles 0 .. 2 (Q joins tile 0's group), tile 0 sent
+        if (threadIdx.x == 0) link.init();
+        int first[PAIR_BF16_BUFS - 1][PAIR_ROWS / 4];  // every index load first, then the copies
+#pragma unroll
+        for (int j = 0; j < PAIR_BF16_BUFS - 1; ++j) load_idx(j, first[j]);
+        load_idx(PAIR_BF16_BUFS - 1, idx_next);
+#pragma unroll
+        for (int j = 0; j < PAIR_BF16_BUFS - 1; ++j) fetch(j, first[j]);
+        cp_async_wait<PAIR_BF16_BUFS - 2>();  // this thread's copies of tile 0 and Q
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+        cluster_sync_all();  // both CTAs' mbarriers initialised; this CTA's half of tile 0 complete
+        if (threadIdx.x == 0 && tiles > 0) link.send(0);
+    }
+    __device__ __forceinline__ unsigned int top(int i) {
+        cp_async_wait<PAIR_BF16_BUFS - 3>();  // this thread's copies of tile i + 1 have landed
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        if (threadIdx.x == 0) bulk_wait_read<1>();  // the send of tile i - 1 has read the buffer refill(i) rewrites
+        __syncthreads();  // own half of tile i + 1 complete; everyone left tile i - 1
+        link.wait(i);     // the peer's half of tile i
+        if (threadIdx.x == 0 && i + 1 < tiles) link.send(i + 1);
+        return link.buffers + (i % PAIR_BF16_BUFS) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void refill(int i) {  // tile i + 3 into the buffer tile i - 1 left
+        fetch(i + PAIR_BF16_BUFS - 1, idx_next);
+        load_idx(i + PAIR_BF16_BUFS, idx_next);
+    }
+    __device__ __forceinline__ void overlap(int, int) {}
+    __device__ __forceinline__ void finish() {
+        if (threadIdx.x == 0) bulk_wait_read<0>();  // no send may still read this CTA's shared memory
+    }
+};
+
+// FP8 records (SPEC 8) as PipeFp8Rows reads them, own rows only: 5 raw stages of 16 records, each
+// dequantised two tiles ahead of the math (raw tile i + 2 during tile i) into one of 3 bf16 buffers.
+struct PairFp8Rows {
+    static constexpr bool ANY_HEADS = false;
+    const unsigned char* cache;
+    long long page_stride;  // bytes; page offsets are 64-bit
+    int page_shift;
+    const int* idx_row;
+    int n, tiles;
+    unsigned char* bf16_s;  // [3][32 lines] swizzled, [5][16 rows of FP8_PITCH] raw, S partials,
+                            // raw flags [5][16], tile flags [3][32], mbarriers [3]
+    PairLink<PAIR_FP8_BUFS> link;
+    int piece, line_first;  // dequantisation: piece x % 64 of own lines x / 64 + 4 k
+    int idx_next[PAIR_FP8_PIECES_PER_THREAD];  // thread x copies pieces x + 256 k of the 16 x 36 own ones
+
+    static constexpr int RAW_AT = PAIR_FP8_BUFS * PIPE_BF16_BYTES;
+    static constexpr int SPART_AT = RAW_AT + PAIR_RAW_STAGES * PAIR_RAW_BYTES;
+    static constexpr int RAW_FLAGS_AT = SPART_AT + PIPE_SPART_BYTES;
+    static constexpr int FLAGS_AT = RAW_FLAGS_AT + PAIR_RAW_STAGES * PAIR_ROWS * 4;
+    static constexpr int BARS_AT = FLAGS_AT + PAIR_FP8_BUFS * PIPE_TILE * 4;
+
+    __device__ __forceinline__ PairFp8Rows(const unsigned char* cache_, long long page_stride_, int page_shift_,
+                                           const int* idx_row_, int n_, unsigned char* smem)
+        : cache(cache_), page_stride(page_stride_), page_shift(page_shift_), idx_row(idx_row_), n(n_),
+          tiles((n_ + PIPE_TILE - 1) / PIPE_TILE), bf16_s(smem),
+          link(smem, reinterpret_cast<int*>(smem + FLAGS_AT), reinterpret_cast<unsigned long long*>(smem + BARS_AT)),
+          piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
+    __device__ __forceinline__ unsigned char* raw(int tile) { return bf16_s + RAW_AT + (tile % PAIR_RAW_STAGES) * PAIR_RAW_BYTES; }
+    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(bf16_s + SPART_AT); }
+    __device__ __forceinline__ int* raw_flags(int tile) {
+        return reinterpret_cast<int*>(bf16_s + RAW_FLAGS_AT) + (tile % PAIR_RAW_STAGES) * PAIR_ROWS;
+    }
+    __device__ __forceinline__ int* flags(int tile) {  // the bf16 buffer's, all 32 rows
+        return reinterpret_cast<int*>(bf16_s + FLAGS_AT) + (tile % PAIR_FP8_BUFS) * PIPE_TILE;
+    }
+    __device__ __forceinline__ void load_idx(int tile, int (&ids)[PAIR_FP8_PIECES_PER_THREAD]) {
+#pragma unroll
+        for (int k = 0; k < PAIR_FP8_PIECES_PER_THREAD; ++k) {
+            const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + link.rank * PAIR_ROWS + c / FP8_PIECES;
+            ids[k] = c < PAIR_ROWS * FP8_PIECES && i < n ? idx_row[i] : -1;
+        }
+    }
+    __device__ __forceinline__ void fetch(int tile, const int (&ids)[PAIR_FP8_PIECES_PER_THREAD]) {  // one commit group a call
+        if (tile < tiles) {
+            unsigned char* dst = raw(tile);
+            int* f = raw_flags(tile);
+            const int slot_mask = (1 << page_shift) - 1;
+#pragma unroll
+            for (int k = 0; k < PAIR_FP8_PIECES_PER_THREAD; ++k) {
+                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = ids[k];
+                if (c < PAIR_ROWS * FP8_PIECES) {
+                    if (idx >= 0) {
+                        const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
+                        const int o = idx & slot_mask;
+                        cp_async16_l2_256(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);  // as WgFp8Rows
+                        if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
+                    }
+                    if (pc == 0) f[r] = idx >= 0;
+                }
+            }
+        }
+        cp_async_commit();
+    }
+    // own rows 8 part .. +7 of raw tile `tile` -> lines 16 rank + 8 part .. of its bf16 buffer
+    __device__ __forceinline__ void dequant(int tile, int part) {
+        const unsigned char* stage = raw(tile);
+        const int* rf = raw_flags(tile);
+        int* tf = flags(tile);
+        unsigned char* dst = bf16_s + (tile % PAIR_FP8_BUFS) * PIPE_BF16_BYTES;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const int r = part * 8 + line_first + 4 * k, line = link.rank * PAIR_ROWS + r;
+            const unsigned char* rec = stage + r * FP8_PITCH;
+            const int valid = rf[r];
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);  // a -1 row: zeros, so it adds 0 * 0, never 0 * NaN
+            if (valid) {
+                if (piece < FP8_NOPE / 8) {  // 8 e4m3 dims; scale of dims 64 i .. 64 i + 63 at byte i
+                    v = e4m3x8_scaled_bf16x8(*reinterpret_cast<const uint2*>(rec + piece * 8), rec[FP8_RECORD + (piece >> 3)]);
+                } else {  // 8 bf16 RoPE dims, as stored
+                    v = *reinterpret_cast<const uint4*>(rec + FP8_NOPE + (piece - FP8_NOPE / 8) * 16);
+                }
+            }
+            *reinterpret_cast<uint4*>(dst + swizzled_offset(PIPE_TILE, line, piece)) = v;
+            if (piece == 0) tf[line] = valid;
+        }
+    }
+    __device__ __forceinline__ void start() {  // raw 0 .. 4 (Q joins raw 0's group); tiles 0, 1 dequantised, tile 0 sent
+        if (threadIdx.x == 0) link.init();
+        int first[PAIR_RAW_STAGES][PAIR_FP8_PIECES_PER_THREAD];  // every index load first, then the copies
+#pragma unroll
+        for (int j = 0; j < PAIR_RAW_STAGES; ++j) load_idx(j, first[j]);
+        load_idx(PAIR_RAW_STAGES, idx_next);
+#pragma unroll
+        for (int j = 0; j < PAIR_RAW_STAGES; ++j) fetch(j, first[j]);
+        cp_async_wait<PAIR_RAW_STAGES - 2>();  // this thread's copies of raw tiles 0, 1 and Q
+        cluster_sync_all();  // both CTAs' mbarriers initialised; everyone's raw tiles 0, 1 landed
+        if (tiles > 0) {
+            dequant(0, 0);
+            dequant(0, 1);
+        }
+        if (tiles > 1) {
+            dequant(1, 0);
+            dequant(1, 1);
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+        __syncthreads();  // own half of tile 0 complete
+        if (threadIdx.x == 0 && tiles > 0) link.send(0);
+    }
+    __device__ __forceinline__ unsigned int top(int i) {
+        cp_async_wait<PAIR_RAW_STAGES - 3>();  // this thread's copies of raw tile i + 2 have landed
+        // the dequantised tile i + 1 (and Q): generic writes, read by the bulk copy and wgmma
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        if (threadIdx.x == 0) bulk_wait_read<1>();  // the send of tile i - 1 has read the buffer overlap(i) rewrites
+        __syncthreads();  // own half of tile i + 1 complete, raw tile i + 2 landed; everyone left tile i - 1
+        link.wait(i);     // the peer's half of tile i
+        if (threadIdx.x == 0 && i + 1 < tiles) link.send(i + 1);
+        return link.buffers + (i % PAIR_FP8_BUFS) * PIPE_BF16_BYTES;
+    }
+    __device__ __forceinline__ void refill(int i) {  // raw tile i + 5 into the stage of raw tile i (dequantised during tile i - 2)
+        fetch(i + PAIR_RAW_STAGES, idx_next);
+        load_idx(i + PAIR_RAW_STAGES + 1, idx_next);
+    }
+    __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
+        if (i + 2 < tiles) dequant(i + 2, part);
+    }
+    __device__ __forceinline__ void finish() {
+        if (threadIdx.x == 0) bulk_wait_read<0>();  // no send may still read this CTA's shared memory
+    }
+};
+#endif
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
+    dsv4_sparse_attention_pair(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                               unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                               int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    PairBf16Rows rows(kv, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
+    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper) with H a multiple of 128
+#endif
+}
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
+    dsv4_sparse_attention_fp8_pair(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
+                                   const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
+                                   int K, int heads, int chunk, float sm_scale, int page_shift, long long page_stride) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    PairFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
+                     smem + WG_MAT_BYTES);
+    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper) with H a multiple of 128
+#endif
+}
 
 // ---------------------------------------------------------------------------------------------
 // dsv4_sparse_attention_wgmma2 (sm_90a): FlashMLA's split of the work between the two warpgroups.

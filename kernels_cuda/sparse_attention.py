@@ -9,16 +9,21 @@ and each owns half of O; each warpgroup copies its own block, so both buffers' c
 KERNEL "pipe" (Hopper, H a multiple of 64): the wgmma kernel's math over 32-row tiles in 4 cp.async
 stages, so 3 tiles (96 gathered rows) are in flight while one is multiplied (the wgmma kernel: one
 64-row tile); O rescaled only by warps whose row maxima moved.
+KERNEL "pair" (Hopper, H a multiple of 128): the pipe kernel's body with the two 64-head blocks of a
+query row as a cluster of 2 CTAs: each gathers half of every 32-row tile and sends it to the other's
+shared memory (bulk copy, mbarrier), so a gathered row crosses from L2 once for 128 heads, not twice.
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
 KERNEL "auto" (default): on Hopper pipe for decode-sized grids (at most 2 waves of 64-head CTAs before
-splitting: the gathers' latency bounds them) and wgmma for larger ones (prefill: bound by the
+splitting: the gathers' latency bounds them), pair there instead when H is a multiple of 128, and
+wgmma for larger grids (prefill: bound by the
 tensor cores, where 64-row tiles cost less softmax a row); else h64 where its shared memory fits,
 else h16.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
-`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe) in the environment sets KERNEL, to compare them."""
+`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair) in the environment sets KERNEL, to compare
+them (pipe: the decode path before pair)."""
 
 import functools
 import os
@@ -51,6 +56,11 @@ WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4
 PIPE_TILE, PIPE_STAGES = 32, 4
 PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
                      + PIPE_STAGES * PIPE_TILE * 4)
+# pair: alignment slack, Q, 4 buffers of 32 swizzled rows, the S partials, the flags, 4 mbarriers
+PAIR_BUFS = 4
+PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BUFS * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
+                     + PAIR_BUFS * PIPE_TILE * 4 + PAIR_BUFS * 8)
+PAIR_HEADS = 128  # a cluster's two 64-head CTAs
 PIPE_MAX_WAVES = 2  # auto: pipe while batch x head blocks fits in this many waves of one CTA an SM
 
 
@@ -65,14 +75,16 @@ def _shared_optin(device):
     return getattr(props, "shared_memory_per_block_optin", 232448 if props.major >= 9 else 166912)
 
 
-SHARED = {"h64": H64_SHARED_BYTES, "wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES}
+SHARED = {"h64": H64_SHARED_BYTES, "wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES,
+          "pair": PAIR_SHARED_BYTES}
 
 
 def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
-    """The kernel (h16, h64, wgmma, wgmma2, pipe) sparse_attention runs for KERNEL `choice` on a device of
+    """The kernel (h16, h64, wgmma, wgmma2, pipe, pair) sparse_attention runs for KERNEL `choice` on a device of
     `capability`, `sms` SMs and `shared_optin` bytes of shared memory a block; aligned: q and kv
     16-byte aligned (cp.async). The wgmma kernels need Hopper (the loader builds sm_90a there), whole
-    64-head blocks and their shared memory; h64 its shared memory; h16 runs anywhere."""
+    64-head blocks (pair: 128-head pairs of them) and their shared memory; h64 its shared memory; h16 runs
+    anywhere."""
     if choice == "h16" or shared_optin < H64_SHARED_BYTES:
         return "h16"
     hopper = capability == (9, 0) and heads % H64_HEADS == 0 and aligned
@@ -80,12 +92,15 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
     def fits(kernel):
         return hopper and shared_optin >= SHARED[kernel]
 
-    if choice in ("wgmma2", "pipe"):  # forced: still needs its shapes and architecture
+    pairs = heads % PAIR_HEADS == 0
+    if choice == "pair" and not pairs:  # forced for H not a multiple of 128: the path pair replaces
+        choice = "pipe"
+    if choice in ("wgmma2", "pipe", "pair"):  # forced: still needs its shapes and architecture
         return choice if fits(choice) else "h64"
     if choice == "h64":
         return "h64"
     if choice == "auto" and fits("pipe") and batch * contract.cdiv(heads, H64_HEADS) <= PIPE_MAX_WAVES * sms:
-        return "pipe"
+        return "pair" if pairs and fits("pair") else "pipe"
     return "wgmma" if fits("wgmma") else "h64"  # auto, wgmma
 
 
@@ -106,7 +121,7 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                shared_mem=SHARED_BYTES)
         return out, lse
     # wgmma2 works in pairs of 64-row blocks
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE}.get(kernel, TILE)
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE, "pair": PIPE_TILE}.get(kernel, TILE)
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale),), SHARED[kernel])
     return out, lse
@@ -122,7 +137,8 @@ def outputs(q, layout, attn_sink):
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
                  template_tail=""):
-    """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, fp8_wgmma: 8 warps), whose
+    """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
+    the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments

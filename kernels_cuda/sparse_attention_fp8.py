@@ -15,11 +15,16 @@ KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
   dequantising with integer ops and bf16 multiplies (e4m3x8_scaled_bf16x8), as "pipe" does;
 - "cvt": the same with the first release's conversion instructions (cvt e4m3x2 -> f16x2 -> f32,
   multiply, cvt -> bf16x2);
-- "auto" (default): pipe for index lists of at least PIPE_MIN_TOPK (HCA, 8320), wgmma below (CSA
-  decode). Measured at 4f7cc4b, pipe (then without the L2 hint) took 54.5 us at decode-b64-h64-k640
-  against 48.5 for the cvt wgmma kernel: its 32-row S (m64n32k16, Q re-read from shared memory for
-  every 32 rows) and twice the softmax a row cost more than the overlap gives on short lists; the
-  wgmma kernel with the integer dequantisation does strictly less work than the measured one."""
+- "pair" (H a multiple of 128): `dsv4_sparse_attention_fp8_pair`, the pipe body with the two 64-head
+  blocks of a row as a cluster of 2 CTAs: each gathers and dequantises half of every 32-row tile (raw
+  tiles two ahead of the math) and sends its bf16 rows to the other's shared memory, so each record
+  is read and dequantised once for 128 heads, not twice;
+- "auto" (default): pair when H is a multiple of 128; else pipe for index lists of at least
+  PIPE_MIN_TOPK (HCA, 8320), wgmma below (CSA decode). Measured at 4f7cc4b, pipe (then without the
+  L2 hint) took 54.5 us at decode-b64-h64-k640 against 48.5 for the cvt wgmma kernel: its 32-row S
+  (m64n32k16, Q re-read from shared memory for every 32 rows) and twice the softmax a row cost more
+  than the overlap gives on short lists; the wgmma kernel with the integer dequantisation does
+  strictly less work than the measured one."""
 
 import os
 
@@ -27,15 +32,19 @@ import numpy as np
 import torch
 
 from harness import contract
-from kernels_cuda.sparse_attention import KV_ROW_BYTES, WG_TILE, _shared_optin, launch_split, outputs
+from kernels_cuda.sparse_attention import (KV_ROW_BYTES, PAIR_HEADS, WG_TILE, _shared_optin, launch_split,
+                                           outputs)
 
 KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
 PIPE_MIN_TOPK = 2048  # auto: the pipe kernel from this many indices a row
 
 
-def choose_kernel(choice, topk):
-    """pipe, wgmma or cvt for KERNEL `choice` and K indices a row."""
-    if choice == "auto":
+def choose_kernel(choice, topk, heads):
+    """pipe, pair, wgmma or cvt for KERNEL `choice`, K indices a row and H heads (pair needs H a
+    multiple of 128: elsewhere it stands for auto's choice)."""
+    if choice in ("auto", "pair") and heads % PAIR_HEADS == 0:
+        return "pair"
+    if choice in ("auto", "pair"):
         return "pipe" if topk >= PIPE_MIN_TOPK else "wgmma"
     return choice if choice in ("pipe", "cvt") else "wgmma"
 
@@ -48,6 +57,12 @@ SHARED_BYTES = 1024 + 2 * WG_TILE * KV_ROW_BYTES + 2 * WG_TILE * FP8_PITCH + 2 *
 PIPE_TILE, PIPE_RAW_STAGES = 32, 4
 PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + 2 * PIPE_TILE * KV_ROW_BYTES + PIPE_RAW_STAGES * PIPE_TILE * FP8_PITCH
                      + 2 * 64 * PIPE_TILE * 4 + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
+# as FP8_PAIR_SHARED_BYTES: alignment slack, Q, three bf16 tiles of 32 rows, five raw stages of a CTA's 16
+# rows, the S partials, the raw stages' and the bf16 tiles' row flags, three mbarriers
+PAIR_ROWS, PAIR_BUFS, PAIR_RAW_STAGES = PIPE_TILE // 2, 3, 5
+PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BUFS * PIPE_TILE * KV_ROW_BYTES
+                     + PAIR_RAW_STAGES * PAIR_ROWS * FP8_PITCH + 2 * 64 * PIPE_TILE * 4
+                     + PAIR_RAW_STAGES * PAIR_ROWS * 4 + PAIR_BUFS * PIPE_TILE * 4 + PAIR_BUFS * 8)
 
 
 def decline_reason(q):
@@ -57,7 +72,7 @@ def decline_reason(q):
     capability = torch.cuda.get_device_capability(q.device)
     if capability != (9, 0):
         return f"needs Hopper (sm_90a wgmma); this device is sm_{capability[0]}{capability[1]}"
-    needed = max(SHARED_BYTES, PIPE_SHARED_BYTES)  # either kernel may run, by K
+    needed = max(SHARED_BYTES, PIPE_SHARED_BYTES, PAIR_SHARED_BYTES)  # any kernel may run, by K and H
     if _shared_optin(q.device) < needed:
         return f"needs {needed} bytes of shared memory a block, the device has {_shared_optin(q.device)}"
     if q.data_ptr() % 16:
@@ -76,10 +91,10 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
         return out, lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
     tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
-    kernel = choose_kernel(KERNEL, layout.topk)
-    if kernel == "pipe":
-        launch_split("dsv4_sparse_attention_fp8_pipe", layout, PIPE_TILE, q, sink, has_sink, out, lse,
-                     (kv_cache, indices), tail, PIPE_SHARED_BYTES)
+    kernel = choose_kernel(KERNEL, layout.topk, layout.heads)
+    if kernel in ("pipe", "pair"):
+        launch_split(f"dsv4_sparse_attention_fp8_{kernel}", layout, PIPE_TILE, q, sink, has_sink, out, lse,
+                     (kv_cache, indices), tail, PIPE_SHARED_BYTES if kernel == "pipe" else PAIR_SHARED_BYTES)
     else:
         launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse,
                      (kv_cache, indices), tail, SHARED_BYTES, ", false" if kernel == "cvt" else ", true")

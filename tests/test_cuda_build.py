@@ -107,7 +107,8 @@ def test_attention_shared_sizes_match_the_kernels():
     F = importlib.import_module("kernels_cuda.sparse_attention_fp8")
     sizes = {"WG_SHARED_BYTES": A.WG_SHARED_BYTES, "WG2_SHARED_BYTES": A.WG2_SHARED_BYTES,
              "BF16_PIPE_SHARED_BYTES": A.PIPE_SHARED_BYTES, "FP8_WG_SHARED_BYTES": F.SHARED_BYTES,
-             "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES}
+             "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES, "BF16_PAIR_SHARED_BYTES": A.PAIR_SHARED_BYTES,
+             "FP8_PAIR_SHARED_BYTES": F.PAIR_SHARED_BYTES}
     checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
     prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
     try:
@@ -128,7 +129,7 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
     # tensors; auto takes pipe for decode-sized grids and wgmma for prefill-sized ones
     A = importlib.import_module("kernels_cuda.sparse_attention")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
-    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe"):
+    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair"):
         for heads in (16, 64, 80, 128):
             for batch in (1, 64, 256, 4096):
                 for aligned in (True, False):
@@ -137,9 +138,30 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
                             else f"dsv4_sparse_attention_{kernel}<true, true>")
                     assert name in compiled, (choice, kernel)
                     assert kernel == "h16" or A.SHARED[kernel] <= shared, (choice, kernel)
-                    if kernel in ("wgmma", "wgmma2", "pipe"):
+                    if kernel in ("wgmma", "wgmma2", "pipe", "pair"):
                         assert capability == (9, 0) and heads % 64 == 0 and aligned, (choice, heads, aligned)
+                    if kernel == "pair":  # a cluster of two 64-head CTAs: the grid's head blocks in pairs
+                        assert heads % 128 == 0, (choice, heads)
                     if choice in ("h16", "h64") and kernel != "h16":
                         assert kernel == choice
     assert A.choose_kernel("auto", capability, 64, 64, sms, shared, True) == decode  # decode b64 H64
     assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
+    # decode b64 H128: the pair kernel where pipe would run
+    assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode.replace("pipe", "pair")
+
+
+def test_fp8_attention_routes_name_compiled_kernels():
+    # every FP8 choice launches a compiled kernel; pair (a cluster over head blocks 2c, 2c + 1) only
+    # for H a multiple of 128, and auto takes it there
+    F = importlib.import_module("kernels_cuda.sparse_attention_fp8")
+    compiled = set(_loader.KERNELS["sparse_attention.cu"])
+    for choice in ("auto", "pipe", "pair", "wgmma", "cvt"):
+        for heads in (16, 64, 80, 128, 256):
+            for topk in (1, 640, 1152, 8320):
+                kernel = F.choose_kernel(choice, topk, heads)
+                name = {"cvt": "wgmma<true, true, false>", "wgmma": "wgmma<true, true, true>"}.get(kernel,
+                                                                                             f"{kernel}<true, true>")
+                assert f"dsv4_sparse_attention_fp8_{name}" in compiled, (choice, kernel)
+                assert kernel != "pair" or heads % 128 == 0, (choice, heads)
+    assert F.choose_kernel("auto", 1152, 128) == "pair" and F.choose_kernel("auto", 8320, 64) == "pipe"
+    assert F.choose_kernel("pair", 640, 64) == "wgmma"  # not a multiple of 128: auto's choice
