@@ -585,19 +585,20 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Default for tensors up to 16384 columns whose rows fit one wave (DSV4_TOPK_KERNEL unset), and for
-// the rows <= 16384 of wider batches: `dsv4_topk_indices_fast<VECS>`,
-// one 1024-thread CTA per row, the row in registers (VECS float4 a thread, vector t + 1024 i; two
-// CTAs an SM for VECS 1, one above). The chain is SGLang topk_v2's register path made exact and
-// deterministic: one histogram of a 12-bit coarse bin, one threshold search, one block scan that
-// places every key above the threshold bin (its column staged at its output slot) and every key
-// inside it (to a small shared buffer), then an exact rank of those candidates by (key
-// descending, column ascending); the k staged columns go through the page table in one pass. Positions come from the scan and the ranks, never from an
-// atomic's return value, so the selection and the order are bitwise the same every run. A
-// threshold bin holding more than FAST_CANDIDATES keys (heavy ties) takes the exact radix of the
-// v2 kernel instead (digits of the bin's key range, over the keys in registers) and its
-// column-order write-out. Launched with programmatic dependent launch when the grid is one wave:
-// nothing global is read before pdl_wait().
+// Default for tensors up to 16384 columns whose rows fit one wave (DSV4_TOPK_KERNEL unset):
+// `dsv4_topk_indices_fast<VECS>`, one 1024-thread CTA per row, the row in registers (VECS float4 a
+// thread, vector t + 1024 i; two CTAs an SM for VECS 1, one above). The chain is SGLang topk_v2's
+// register path made exact and deterministic: one histogram of a 12-bit coarse bin, one threshold
+// search, one block scan that places every key above the threshold bin (its column staged at its
+// output slot) and every key inside it (to a small shared buffer), then an exact rank of those
+// candidates by (key descending, column ascending); the k staged columns go through the page table
+// in one pass. Positions come from the scan and the ranks, never from an atomic's return value, so
+// the selection and the order are bitwise the same every run. A threshold bin holding more than
+// FAST_CANDIDATES keys (heavy ties) takes the exact radix of the v2 kernel instead (digits of the
+// bin's key range, over the keys in registers) and its column-order write-out. Launched with
+// programmatic dependent launch when the grid is one wave: nothing global is read before
+// pdl_wait(). (DSV4_TOPK_KERNEL=split also runs it on the short rows of wider tensors, before the
+// wide kernel.)
 
 #define FAST_BINS 4096
 #define FAST_CANDIDATES 128   // threshold-bin keys ranked all-pairs (8 threads a candidate)
@@ -661,19 +662,145 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     __syncthreads();
 }
 
+
+// ---- Selection steps of dsv4_topk_indices_fast and dsv4_topk_indices_wide (one copy of each) ----
+
+// Whether any of four keys is >= lo: a group with none is neither above nor inside the bucket
+// [lo, hi], so the write-out walks skip it (nearly every group: about k + FAST_CANDIDATES keys of a
+// row qualify) with three max and one compare instead of eight.
+__device__ __forceinline__ bool any_at_or_above(uint4 q, unsigned int lo) {
+    return max(max(q.x, q.y), max(q.z, q.w)) >= lo;
+}
+
+// Four keys' counts, packed: above the bucket [lo, hi] (key > hi) in bits 0..15, inside it in bits
+// 16..31. Key 0 (padding) is below every real key (see sortable_key): never above, never inside.
+__device__ __forceinline__ unsigned int classify4(uint4 q, unsigned int lo, unsigned int hi) {
+    const unsigned int width = hi - lo;
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+    unsigned int packed = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) packed += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= width) ? 0x10000u : 0u;
+    return packed;
+}
+
+// The keys of columns column .. column + 3 in column order: a key above the bucket goes to
+// staging[slot_above++], a key inside it to inside(slot_inside++, key, column).
+template <class Inside>
+__device__ __forceinline__ void place4(uint4 q, int column, unsigned int lo, unsigned int hi, int* staging,
+                                       int& slot_above, int& slot_inside, Inside inside) {
+    const unsigned int width = hi - lo;
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (e[j] > hi) staging[slot_above++] = column + j;
+        else if (e[j] != 0u && e[j] - lo <= width) inside(slot_inside++, e[j], column + j);
+    }
+}
+
+// Four keys counted by coarse bin; PADDED: some may be key 0 (past seq_len), which is not counted.
+template <bool PADDED>
+__device__ __forceinline__ void count_coarse4(uint4 q, int* hist) {
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if (!PADDED || e[j] != 0u) atomicAdd(&hist[coarse_bin(e[j])], 1);
+}
+
+// Heavy ties: exact radix digits over the bucket [lo, hi], 12 bits of key - lo from radix_shift
+// ((hi - lo) >> shift < FAST_BINS), until the bucket is taken whole or is one key value.
+__device__ __forceinline__ int radix_shift(unsigned int lo, unsigned int hi) {
+    return max(0, 32 - __clz((int)(hi - lo)) - 12);
+}
+
+// four keys inside [lo, lo + width] counted by their digit (key 0 never)
+__device__ __forceinline__ void count_digit4(uint4 q, unsigned int lo, unsigned int width, int shift, int* hist) {
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+        if (e[j] != 0u && e[j] - lo <= width) atomicAdd(&hist[(e[j] - lo) >> shift], 1);
+}
+
+// After fast_threshold over a digit histogram (s = bin, keys above it, keys in it): the bucket
+// narrowed to that digit. lo + span can pass 2^32 - 1 in the top bin, hence the comparison.
+__device__ __forceinline__ void narrow_bucket(const int* s, int shift, int& remaining, int& inside, unsigned int& lo,
+                                              unsigned int& hi) {
+    remaining -= s[1];
+    inside = s[2];
+    lo += (unsigned int)s[0] << shift;  // <= hi
+    const unsigned int span = (1u << shift) - 1u;
+    if (hi - lo > span) hi = lo + span;
+}
+
+// Exclusive scan of packed counts over the CTA in thread order; *total (when not null) gets the
+// CTA's sum. One barrier: `sums` may be written again only after another one.
+__device__ __forceinline__ unsigned int block_scan_packed(unsigned int mine, int* sums, unsigned int* total) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    unsigned int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) sums[warp] = (int)inclusive;
+    __syncthreads();
+    unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
+    unsigned int all = total ? (unsigned int)sums[lane] : 0u;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        before += __shfl_xor_sync(0xffffffffu, before, off);
+        if (total) all += __shfl_xor_sync(0xffffffffu, all, off);
+    }
+    if (total) *total = all;
+    return before + inclusive - mine;
+}
+
+// Threshold-bin candidates (key, column) ranked all-pairs by (key descending, column ascending), a
+// total order: FAST_RANKERS threads a candidate (every thread of the CTA takes part: shuffles), each
+// counting a stride of the others. take(rank, column) runs once for each of the `remaining` best.
+template <class Take>
+__device__ __forceinline__ void rank_candidates(const uint2* candidates, int inside, int remaining, Take take) {
+    const int t = threadIdx.x, me = t / FAST_RANKERS, part = t % FAST_RANKERS;
+    const uint2 self = candidates[me < inside ? me : 0];
+    int rank = 0;
+    for (int j = part; j < inside; j += FAST_RANKERS) {
+        const uint2 other = candidates[j];
+        rank += other.x > self.x || (other.x == self.x && other.y < self.y);
+    }
+#pragma unroll
+    for (int off = FAST_RANKERS / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
+    if (part == 0 && me < inside && rank < remaining) take(rank, (int)self.y);
+}
+
+// count staged raw columns through the page table into out (independent loads, coalesced stores)
+__device__ __forceinline__ void write_mapped(int* out, const int* staged, int count, const int* table_row,
+                                             int page_size) {
+    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped(table_row, staged[i], page_size);
+}
+
+// The page-table entries of columns [first, first + count) pulled into L2 while the row loads, so
+// the write-out's table reads (the last dependent loads of the chain) find them there: one 128-byte
+// line a thread (32 entries), the last entry's line included. Entries past the row's valid pages are
+// never touched (the contract sizes the table by seq_len).
+__device__ __forceinline__ void prefetch_table(const int* table_row, int first, int count, int page_size) {
+    if (count <= 0) return;
+    const int p0 = first / page_size, p1 = (first + count - 1) / page_size;
+    for (int p = p0 + 32 * (int)threadIdx.x; p < p1 + 32; p += 32 * TOPK_THREADS)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
+}
+
 template <int VECS>
 __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
                            const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
                            int page_size, int pdl) {
-    // Rows past 4096 x VECS columns (a mixed batch wider than this kernel) are left to the cluster
-    // kernel, launched after this one on the same batch; rows <= k are written here.
+    // Rows past 4096 x VECS columns (a mixed batch wider than this kernel, DSV4_TOPK_KERNEL=split)
+    // are left to the wide kernel, launched after this one on the same batch; rows <= k are written here.
     __shared__ __align__(16) int hist[FAST_BINS];
     __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
 
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int t = threadIdx.x;
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
     if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
@@ -706,15 +833,11 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
             key[i].w = 0u;  // c + 3 >= n
         }
     }
+    prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
     make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
     __syncthreads();                // the histogram is zeroed
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        if (key[i].x != 0u) atomicAdd(&hist[coarse_bin(key[i].x)], 1);
-        if (key[i].y != 0u) atomicAdd(&hist[coarse_bin(key[i].y)], 1);
-        if (key[i].z != 0u) atomicAdd(&hist[coarse_bin(key[i].z)], 1);
-        if (key[i].w != 0u) atomicAdd(&hist[coarse_bin(key[i].w)], 1);
-    }
+    for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
     __syncthreads();
     fast_threshold(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];
@@ -730,143 +853,79 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     coarse_bin_keys(bin, &lo, &hi);
     if (inside <= FAST_CANDIDATES) {
         // One block scan of packed per-thread counts (above: bits 0..15, inside: 16..31; a row has at
-        // most 16384 keys, so no field carries) places the keys in thread order.
+        // most 16384 keys, so no field carries) places the keys in thread order. warp_sums was last
+        // read before fast_threshold's second barrier.
         unsigned int mine = 0u;
 #pragma unroll
-        for (int i = 0; i < VECS; ++i) {
-            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j)  // key 0 (past seq_len) is never above, and never inside
-                mine += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= hi - lo) ? 0x10000u : 0u;
-        }
-        unsigned int inclusive = mine;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-            if (lane >= off) inclusive += x;
-        }
-        // warp_sums was last read before fast_threshold's second barrier
-        if (lane == 31) warp_sums[warp] = (int)inclusive;
-        __syncthreads();
-        unsigned int before = lane < warp ? (unsigned int)warp_sums[lane] : 0u;
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
-        before += inclusive - mine;
+        for (int i = 0; i < VECS; ++i)
+            if (any_at_or_above(key[i], lo)) mine += classify4(key[i], lo, hi);
+        const unsigned int before = block_scan_packed(mine, warp_sums, nullptr);
         int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
 #pragma unroll
-        for (int i = 0; i < VECS; ++i) {
-            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int column = 4 * (i * TOPK_THREADS + t) + j;
-                if (e[j] > hi) staging[slot_above++] = column;
-                else if (e[j] != 0u && e[j] - lo <= hi - lo) candidates[slot_inside++] = make_uint2(e[j], (unsigned int)column);
-            }
-        }
+        for (int i = 0; i < VECS; ++i)
+            if (any_at_or_above(key[i], lo))
+                place4(key[i], 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
+                       [&](int slot, unsigned int e, int column) { candidates[slot] = make_uint2(e, (unsigned int)column); });
         __syncthreads();
-        // Rank of each candidate among the `inside` ones by (key descending, column ascending), a
-        // total order: FAST_RANKERS threads a candidate, each counting a stride of the others. The
-        // `remaining` best go to slots above_total + rank.
-        const int me = t / FAST_RANKERS, part = t % FAST_RANKERS;
-        const uint2 self = candidates[me < inside ? me : 0];
-        int rank = 0;
-        for (int j = part; j < inside; j += FAST_RANKERS) {
-            const uint2 other = candidates[j];
-            rank += other.x > self.x || (other.x == self.x && other.y < self.y);
-        }
-#pragma unroll
-        for (int off = FAST_RANKERS / 2; off > 0; off >>= 1) rank += __shfl_xor_sync(0xffffffffu, rank, off);
-        if (part == 0 && me < inside && rank < remaining) staging[above_total + rank] = (int)self.y;
+        // the `remaining` best candidates go to slots above_total + rank
+        rank_candidates(candidates, inside, remaining, [&](int rank, int column) { staging[above_total + rank] = column; });
     } else {
-        // Heavy ties in the threshold bin: the exact radix of the v2 kernel over the bin's key range,
-        // 12-bit digits of key - lo, until the bucket is taken whole or is one key value.
+        // Heavy ties in the threshold bin: the exact radix of the v2 kernel over the bin's key range.
         while (inside != remaining && hi != lo) {  // every thread decides the same
-            const int shift = max(0, 32 - __clz((int)(hi - lo)) - 12);  // (hi - lo) >> shift < 4096
+            const int shift = radix_shift(lo, hi);
             const unsigned int width = hi - lo;
             __syncthreads();  // the last pass's reads of hist and s_threshold are done
             reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
             __syncthreads();
 #pragma unroll
-            for (int i = 0; i < VECS; ++i) {
-                if (key[i].x != 0u && key[i].x - lo <= width) atomicAdd(&hist[(key[i].x - lo) >> shift], 1);
-                if (key[i].y != 0u && key[i].y - lo <= width) atomicAdd(&hist[(key[i].y - lo) >> shift], 1);
-                if (key[i].z != 0u && key[i].z - lo <= width) atomicAdd(&hist[(key[i].z - lo) >> shift], 1);
-                if (key[i].w != 0u && key[i].w - lo <= width) atomicAdd(&hist[(key[i].w - lo) >> shift], 1);
-            }
+            for (int i = 0; i < VECS; ++i) count_digit4(key[i], lo, width, shift, hist);
             __syncthreads();
             fast_threshold(hist, inside, remaining, warp_sums, s_threshold);
-            const unsigned int digit = s_threshold[0];
-            remaining -= s_threshold[1];
-            inside = s_threshold[2];
-            lo += digit << shift;  // <= hi
-            const unsigned int span = (1u << shift) - 1u;
-            if (hi - lo > span) hi = lo + span;  // (lo + span can pass 2^32 - 1 in the top bin)
+            narrow_bucket(s_threshold, shift, remaining, inside, lo, hi);
         }
         // Column-order placement, a vector at a time (column 4 (1024 i + t) + j: vector, thread,
         // element order is column order): keys above the bucket in slots [0, k - remaining), then
         // the first `remaining` keys inside it by column. Per vector one block scan of packed
-        // counts (above: bits 0..15, inside: 16..31; at most 4096 each), warp sums double-buffered
-        // so one barrier a vector suffices.
-        const unsigned int width = hi - lo;
+        // counts (at most 4096 each), warp sums double-buffered so one barrier a vector suffices.
         const int first_inside = k - remaining;
         int above_base = 0, inside_base = 0;
 #pragma unroll
         for (int i = 0; i < VECS; ++i) {
-            const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
-            unsigned int mine = 0u;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                mine += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= width) ? 0x10000u : 0u;
-            unsigned int inclusive = mine;
-#pragma unroll
-            for (int off = 1; off < 32; off <<= 1) {
-                const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-                if (lane >= off) inclusive += x;
-            }
-            int* sums = i & 1 ? warp_sums2 : warp_sums;
-            if (lane == 31) sums[warp] = (int)inclusive;
-            __syncthreads();
-            unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
-            unsigned int total = (unsigned int)sums[lane];
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                before += __shfl_xor_sync(0xffffffffu, before, off);
-                total += __shfl_xor_sync(0xffffffffu, total, off);
-            }
-            before += inclusive - mine;
+            unsigned int total;
+            const unsigned int before = block_scan_packed(classify4(key[i], lo, hi), i & 1 ? warp_sums2 : warp_sums,
+                                                          &total);
             int slot_above = above_base + (int)(before & 0xffffu);
             int slot_inside = inside_base + (int)(before >> 16);
             above_base += (int)(total & 0xffffu);
             inside_base += (int)(total >> 16);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int column = 4 * (i * TOPK_THREADS + t) + j;
-                if (e[j] > hi) {
-                    staging[slot_above++] = column;
-                } else if (e[j] != 0u && e[j] - lo <= width) {
-                    if (slot_inside < remaining) staging[first_inside + slot_inside] = column;
-                    ++slot_inside;
-                }
-            }
+            place4(key[i], 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
+                   [&](int slot, unsigned int, int column) {
+                       if (slot < remaining) staging[first_inside + slot] = column;
+                   });
         }
     }
     __syncthreads();
-    for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = mapped(table_row, staging[i], page_size);
+    write_mapped(out_row, staging, k, table_row, page_size);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Default for tensors wider than 16384 columns: `dsv4_topk_indices_wide<CLUSTER>`, the layout of
-// the cluster kernel above (a row in CLUSTER contiguous chunks, each copied once to shared memory
-// by cp.async as keys, padded with key 0) with the fast kernel's selection: one 4096-bin coarse
-// histogram summed over the cluster (distributed shared memory), one threshold search, one walk
-// that counts keys above the threshold bin and inside it, one that places them: above keys staged
-// in this CTA's run of slots (after the runs of the CTAs before it) and mapped through the page
-// table in one coalesced pass; the threshold-bin keys (<= FAST_CANDIDATES in the row) into rank
-// 0's candidate buffer by distributed shared-memory stores, where rank 0 ranks them by (key desc,
-// column asc). Heavier ties: the exact radix over the bin's key range, cluster-wide, then a
-// column-order walk (threads own groups t + 1024 s; one block scan a step s). Three cluster
-// barriers a row on the common path (the cluster kernel above has five or six and two more digit
-// passes over the chunk).
+// Default for tensors wider than 16384 columns, and for more 16384-column rows than one wave of the
+// fast kernel: `dsv4_topk_indices_wide<CLUSTER>` (`wide1`: CLUSTER 1), one launch for the whole
+// batch that routes each row by its own seq_len on the device: rows <= k are the plain copy; a row
+// that fits one CTA's chunk buffer (seq_len <= solo_up_to, which the host sets) is selected by rank
+// 0 alone, with no cluster barrier, while its peers exit; a longer row is split in CLUSTER
+// contiguous chunks, one CTA each, as the cluster kernel above splits it (each chunk copied once to
+// shared memory by cp.async as keys, padded with key 0). The selection is the fast kernel's: one
+// 4096-bin coarse histogram summed over the cluster (distributed shared memory), one threshold
+// search, one walk that counts keys above the threshold bin and inside it, one that places them:
+// above keys staged in this CTA's run of slots (after the runs of the CTAs before it) and mapped
+// through the page table in one coalesced pass; the threshold-bin keys (<= FAST_CANDIDATES in the
+// row) into rank 0's candidate buffer by distributed shared-memory stores, where rank 0 ranks them
+// by (key desc, column asc). Where a CTA's run starts follows from its peers' coarse histograms
+// (their keys in bins past the threshold bin, and in it), read after the threshold search, so the
+// common path has two cluster barriers: histograms complete, candidates delivered. Heavier ties:
+// the exact radix over the bin's key range, cluster-wide, the runs exchanged at one more barrier,
+// then a column-order walk (threads own groups t + 1024 s; one block scan a step s).
 
 // four floats copied to shared memory -> their keys, in place, counted by coarse bin
 __device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
@@ -876,10 +935,7 @@ __device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
     v.z = sortable_key(__uint_as_float(v.z));
     v.w = sortable_key(__uint_as_float(v.w));
     *p = v;
-    atomicAdd(&hist[coarse_bin(v.x)], 1);
-    atomicAdd(&hist[coarse_bin(v.y)], 1);
-    atomicAdd(&hist[coarse_bin(v.z)], 1);
-    atomicAdd(&hist[coarse_bin(v.w)], 1);
+    count_coarse4<false>(v, hist);
 }
 
 // Store 8 bytes at the same shared-memory offset in CTA `rank` of this cluster.
@@ -921,66 +977,40 @@ __device__ __forceinline__ void wide_sum(const int* local, int* sum) {
     }
 }
 
-// Exclusive block scan of packed counts; *total gets the block's sum. Two barriers (the second
-// so `sums` can be written again right after).
+// block_scan_packed, then a barrier so `sums` can be written again right after
 __device__ __forceinline__ unsigned int wide_scan(unsigned int mine, int* sums, unsigned int* total) {
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    unsigned int inclusive = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-        if (lane >= off) inclusive += x;
-    }
-    if (lane == 31) sums[warp] = (int)inclusive;
+    const unsigned int before = block_scan_packed(mine, sums, total);
     __syncthreads();
-    unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
-    unsigned int all = (unsigned int)sums[lane];
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        before += __shfl_xor_sync(0xffffffffu, before, off);
-        all += __shfl_xor_sync(0xffffffffu, all, off);
-    }
-    __syncthreads();
-    *total = all;
-    return before + inclusive - mine;
+    return before;
 }
 
+// The wide kernels' static shared memory, one struct so a cluster kernel's rank 0 can run a row
+// alone (wide_select<1, CLUSTER>) in the same memory. row_sum (the cluster's summed histogram) is
+// FAST_BINS words only where the kernel runs clusters.
 template <int CLUSTER>
-__device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
-                                              const int* __restrict__ seq_lens, const int* __restrict__ page_table,
-                                              long long table_stride, int* __restrict__ out, int k, int page_size,
-                                              int skip_up_to) {
-    extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
-    __shared__ __align__(16) int hist[FAST_BINS];               // this CTA's counts (peers read them)
-    __shared__ __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];  // the cluster's sum
-    __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // rank 0's: the row's threshold-bin keys
-    __shared__ int warp_sums[TOPK_WARPS];
-    __shared__ int s_threshold[3];
-    __shared__ int cta_counts[2];  // keys above the bucket / inside it in this CTA (peers read them)
+struct __align__(16) WideShared {
+    int hist[FAST_BINS];                          // this CTA's counts (peers read them)
+    uint2 candidates[FAST_CANDIDATES];            // rank 0's: the row's threshold-bin keys
+    unsigned long long warp_before[TOPK_WARPS];   // per warp: peers' keys before this CTA (above | inside << 32)
+    int warp_sums[TOPK_WARPS];
+    int s_threshold[3];
+    int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties: peers read them)
+    __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
+};
 
-    const int t = threadIdx.x;
-    const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
-    const int b = blockIdx.y;
-    reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
-    // Launched to overlap dsv4_topk_indices_fast (a wide batch's short rows; a no-op otherwise): that
-    // kernel waited for the one before it, so past this wait the logits and the metadata are final.
-    // No launch_dependents here: a grid of several waves keeps its SMs for itself.
-    pdl_wait();
-    const int n = seq_lens[b];
-    int* out_row = out + (long long)b * k;
-    const int* table_row = page_table + (long long)b * table_stride;
-    if (n <= skip_up_to) return;  // dsv4_topk_indices_fast's row (same in every CTA of the cluster)
-    if (n <= k) {
-        if (rank == 0)
-            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
-        return;
-    }
+// One row (seq_len n > k) by CLUSTER CTAs (this one is `rank`); SMEM: the kernel's WideShared.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
+                                            const int* __restrict__ table_row, int k, int page_size, bool fold,
+                                            WideShared<SMEM>& s) {
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
 
     // the chunk, as in topk_row: columns [begin, begin + m), key of column begin + c in word shift + c
     const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
     const int begin = min(n, rank * chunk);
     const int m = min(n, begin + chunk) - begin;
-    const float* src = logits + (long long)b * columns + begin;
+    const float* src = row + begin;
     const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
     const int head = min(m, (4 - shift) & 3);
     const int groups = (shift + m + 3) >> 2;
@@ -990,7 +1020,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 
     if (t < shift) chunk_keys[t] = 0u;
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
-    __syncthreads();
+    __syncthreads();  // (also: hist is zeroed)
     {  // the only global read of the row, as in topk_row
         const int vectors = (m - head) >> 2;
         const int tail = head + 4 * vectors;
@@ -1001,88 +1031,109 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
         cp_async_commit();
         for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
         cp_async_commit();
+        prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
         if (t < head) {
             const unsigned int key = sortable_key(src[t]);
             keys[t] = key;
-            atomicAdd(&hist[coarse_bin(key)], 1);
+            atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
         if (t < m - tail) {
             const unsigned int key = sortable_key(src[tail + t]);
             keys[tail + t] = key;
-            atomicAdd(&hist[coarse_bin(key)], 1);
+            atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
         cp_async_wait<1>();
-        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, hist);
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
         cp_async_wait<0>();
-        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, hist);
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
-    int* const counts = CLUSTER > 1 ? row_sum : hist;
+    int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(hist, row_sum);
-    fast_threshold(counts, n, k, warp_sums, s_threshold);
-    const unsigned int bin = s_threshold[0];
-    const int above_total = s_threshold[1];
-    int inside = s_threshold[2];
+    wide_sum<CLUSTER>(s.hist, s.row_sum);
+    fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    const int above_total = s.s_threshold[1];
+    int inside = s.s_threshold[2];
     int remaining = k - above_total;
     unsigned int lo, hi;
     coarse_bin_keys(bin, &lo, &hi);
     // This CTA's keys above the bucket are staged by their index in its run of slots (over the
     // summed histogram, or hist for CLUSTER 1: both last read before fast_threshold's second
-    // barrier; peers read hist only before the cluster barrier that follows the counting walk).
+    // barrier; peers read hist, never row_sum).
     int* const staging = counts;
+    // No radix pass: every CTA's hist still holds its coarse counts (the same decision in every CTA)
+    const bool coarse = inside <= FAST_CANDIDATES;
+    // Runs placed from the peers' histograms (fold, the default) or exchanged at a cluster barrier
+    const bool from_hists = CLUSTER > 1 && coarse && fold;
 
-    if (inside > FAST_CANDIDATES) {
+    if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide (see the fast kernel).
         while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
-            const int digit_shift = max(0, 32 - __clz((int)(hi - lo)) - 12);
+            const int digit_shift = radix_shift(lo, hi);
             const unsigned int width = hi - lo;
             wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
             __syncthreads();
-            for (int g = t; g < groups; g += TOPK_THREADS) {
-                const uint4 key = groups4[g];
-                if (key.x != 0u && key.x - lo <= width) atomicAdd(&hist[(key.x - lo) >> digit_shift], 1);
-                if (key.y != 0u && key.y - lo <= width) atomicAdd(&hist[(key.y - lo) >> digit_shift], 1);
-                if (key.z != 0u && key.z - lo <= width) atomicAdd(&hist[(key.z - lo) >> digit_shift], 1);
-                if (key.w != 0u && key.w - lo <= width) atomicAdd(&hist[(key.w - lo) >> digit_shift], 1);
-            }
+            for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
             wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(hist, row_sum);
-            fast_threshold(counts, inside, remaining, warp_sums, s_threshold);
-            remaining -= s_threshold[1];
-            inside = s_threshold[2];
-            lo += (unsigned int)s_threshold[0] << digit_shift;  // <= hi
-            const unsigned int span = (1u << digit_shift) - 1u;
-            if (hi - lo > span) hi = lo + span;
+            wide_sum<CLUSTER>(s.hist, s.row_sum);
+            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
         }
     }
-    const unsigned int width = hi - lo;
     const bool ranked = inside <= FAST_CANDIDATES;  // else: the first `remaining` inside keys by column
+
+    // Where this CTA's runs start, from the coarse histograms of the CTAs before it: their keys in
+    // bins past the threshold bin (all above the bucket) and in it (inside), 4 bins a thread, summed
+    // over the CTA (warp sums here, the warps' sums after wide_scan's barriers). Peers keep hist
+    // unchanged until they exit, after the last cluster barrier, which follows these reads.
+    if (from_hists) {
+        unsigned long long before_here = 0ull;  // above | inside << 32 (each < 2^31: no carry)
+        if (rank > 0 && 4 * t + 3 >= (int)bin) {
+#pragma unroll
+            for (int r = 0; r < CLUSTER - 1; ++r) {  // unrolled: the peers' reads in flight together
+                if (r >= rank) break;
+                const int4 part = load_peer4(&s.hist[4 * t], r);
+                const int c[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const unsigned int b = 4u * t + e;
+                    if (b > bin) before_here += (unsigned long long)c[e];
+                    else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+                }
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        if (lane == 0) s.warp_before[warp] = before_here;
+    }
 
     // Counting walk: this CTA's keys above the bucket and inside it.
     unsigned int mine = 0u;
     for (int g = t; g < groups; g += TOPK_THREADS) {
         const uint4 q = groups4[g];
-        mine += (q.x > hi) + (q.y > hi) + (q.z > hi) + (q.w > hi);
-        mine += ((q.x != 0u && q.x - lo <= width) + (q.y != 0u && q.y - lo <= width) +
-                 (q.z != 0u && q.z - lo <= width) + (q.w != 0u && q.w - lo <= width)) << 16;
+        if (any_at_or_above(q, lo)) mine += classify4(q, lo, hi);
     }
     unsigned int cta_total;
-    unsigned int before = wide_scan(mine, warp_sums, &cta_total);  // fields < 2^16: a chunk <= 40960 keys
-    if (t == 0) {
-        cta_counts[0] = (int)(cta_total & 0xffffu);
-        cta_counts[1] = (int)(cta_total >> 16);
-    }
+    unsigned int before = wide_scan(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= 40960 keys
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
-    if (CLUSTER > 1) {
+    if (from_hists) {
+        unsigned long long all = s.warp_before[lane];  // written before wide_scan's first barrier
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        first_above = (int)(all & 0xffffffffull);
+        first_inside = (int)(all >> 32);
+    } else if (CLUSTER > 1) {
+        if (t == 0) {
+            s.cta_counts[0] = (int)(cta_total & 0xffffu);
+            s.cta_counts[1] = (int)(cta_total >> 16);
+        }
         cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
         cluster_wait();
         for (int r = 0; r < rank; ++r) {
-            first_above += load_peer(&cta_counts[0], r);
-            first_inside += load_peer(&cta_counts[1], r);
+            first_above += load_peer(&s.cta_counts[0], r);
+            first_inside += load_peer(&s.cta_counts[1], r);
         }
-    } else {
-        __syncthreads();
     }
     const int cta_above = (int)(cta_total & 0xffffu);
 
@@ -1092,37 +1143,21 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
         int slot_inside = first_inside + (int)(before >> 16);
         for (int g = t; g < groups; g += TOPK_THREADS) {
             const uint4 q = groups4[g];
-            const unsigned int e[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int column = column0 + 4 * g + j;
-                if (e[j] > hi) {
-                    staging[slot_above++] = column;
-                } else if (e[j] != 0u && e[j] - lo <= width) {
-                    const uint2 c = make_uint2(e[j], (unsigned int)column);
-                    if (CLUSTER > 1) store_peer2(&candidates[slot_inside], 0, c);
-                    else candidates[slot_inside] = c;
-                    ++slot_inside;
-                }
-            }
+            if (!any_at_or_above(q, lo)) continue;
+            place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside,
+                   [&](int slot, unsigned int e, int column) {
+                       const uint2 c = make_uint2(e, (unsigned int)column);
+                       if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
+                       else s.candidates[slot] = c;
+                   });
         }
         __syncthreads();
-        for (int i = t; i < cta_above; i += TOPK_THREADS)
-            out_row[first_above + i] = mapped(table_row, staging[i], page_size);
+        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
         wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
-        if (rank == 0) {
-            const int me = t / FAST_RANKERS, part = t % FAST_RANKERS;
-            const uint2 self = candidates[me < inside ? me : 0];
-            int rank_of = 0;
-            for (int j = part; j < inside; j += FAST_RANKERS) {
-                const uint2 other = candidates[j];
-                rank_of += other.x > self.x || (other.x == self.x && other.y < self.y);
-            }
-#pragma unroll
-            for (int off = FAST_RANKERS / 2; off > 0; off >>= 1) rank_of += __shfl_xor_sync(0xffffffffu, rank_of, off);
-            if (part == 0 && me < inside && rank_of < remaining)  // keys above hi fill [0, k - remaining)
-                out_row[k - remaining + rank_of] = mapped(table_row, (int)self.y, page_size);
-        }
+        if (rank == 0)  // keys above the bucket fill [0, k - remaining)
+            rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
+                out_row[k - remaining + rank_of] = mapped(table_row, column, page_size);
+            });
         return;
     }
 
@@ -1134,32 +1169,57 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
         const int g = step * TOPK_THREADS + t;
         const uint4 q = g < groups ? groups4[g] : make_uint4(0u, 0u, 0u, 0u);
-        const unsigned int e[4] = {q.x, q.y, q.z, q.w};
-        unsigned int here = 0u;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) here += e[j] > hi ? 1u : (e[j] != 0u && e[j] - lo <= width) ? 0x10000u : 0u;
         unsigned int step_total;
-        const unsigned int step_before = wide_scan(here, warp_sums, &step_total);
+        const unsigned int step_before = wide_scan(classify4(q, lo, hi), s.warp_sums, &step_total);
         int slot_above = above_base + (int)(step_before & 0xffffu);
         int index_inside = inside_base + (int)(step_before >> 16);
         above_base += (int)(step_total & 0xffffu);
         inside_base += (int)(step_total >> 16);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int column = column0 + 4 * g + j;
-            if (e[j] > hi) {
-                staging[slot_above++] = column;
-            } else if (e[j] != 0u && e[j] - lo <= width) {
-                if (index_inside < remaining)
-                    out_row[k - remaining + index_inside] = mapped(table_row, column, page_size);
-                ++index_inside;
-            }
-        }
+        place4(q, column0 + 4 * g, lo, hi, staging, slot_above, index_inside,
+               [&](int index, unsigned int, int column) {
+                   if (index < remaining) out_row[k - remaining + index] = mapped(table_row, column, page_size);
+               });
     }
     __syncthreads();
-    for (int i = t; i < cta_above; i += TOPK_THREADS)
-        out_row[first_above + i] = mapped(table_row, staging[i], page_size);
+    write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
     if (CLUSTER > 1) cluster_wait();
+}
+
+// The wide kernels' row: the copy of a row <= k, rank 0 alone on a row <= solo_up_to (a cluster
+// kernel; the host keeps solo_up_to within the chunk buffer), else the cluster on its chunks.
+// fold 0: the runs' starts exchanged at a cluster barrier, as before fold (DSV4_TOPK_FOLD=0).
+// Rows of seq_len <= skip_up_to (-1: none) are dsv4_topk_indices_fast's, launched before this
+// kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
+// of the cluster, so no barrier is left waiting.
+template <int CLUSTER>
+__device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
+                                              const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                              long long table_stride, int* __restrict__ out, int k, int page_size,
+                                              int skip_up_to, int solo_up_to, int fold) {
+    __shared__ WideShared<CLUSTER> s;
+    const int t = threadIdx.x;
+    const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
+    const int b = blockIdx.y;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
+    // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
+    // its SMs for itself.
+    pdl_wait();
+    const int n = seq_lens[b];
+    int* out_row = out + (long long)b * k;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= skip_up_to) return;
+    if (n <= k) {
+        if (rank == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        return;
+    }
+    const float* row = logits + (long long)b * columns;
+    if (CLUSTER > 1 && n <= solo_up_to) {
+        if (rank == 0) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, false, s);
+        return;
+    }
+    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, fold != 0, s);
 }
 
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
@@ -1173,16 +1233,20 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 
 __global__ void __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(1))
     dsv4_topk_indices_wide1(const float* logits, long long columns, const int* seq_lens, const int* page_table,
-                            long long table_stride, int* out, int k, int page_size, int skip_up_to) {
-    topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
+                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
+                            int fold) {
+    topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to, solo_up_to,
+                     fold);
 }
 
 template <int CLUSTER>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(CLUSTER))
     dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
-                           long long table_stride, int* out, int k, int page_size, int skip_up_to) {
+                           long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
+                           int fold) {
 #if __CUDA_ARCH__ >= 900
-    topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to);
+    topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
+                           solo_up_to, fold);
 #else
     __trap();
 #endif

@@ -1,11 +1,16 @@
 """CUDA `topk_indices` (topk_indices.cu), routed by the tensor's width: up to FAST_COLUMNS columns
 (16-byte aligned rows) one CTA a row with the row in registers (`dsv4_topk_indices_fast`); wider
-rows read once into shared memory by one CTA or by a thread-block cluster of 2, 4 or 8 CTAs, then
-selected there with the fast kernel's coarse histogram and candidate ranking
-(`dsv4_topk_indices_wide`); in a wide batch the rows of seq_len <= FAST_COLUMNS still go to the
-fast kernel (docs/perf-notes.md, "Top-k"). DSV4_TOPK_KERNEL (read at each call): `wide` sends every
-shape to the wide kernels (no fast kernel), `cluster` to the cluster kernel with its three-digit
-radix (the default before these), `v2` to the older register kernel."""
+tensors, and more such rows than one wave, in one launch of `dsv4_topk_indices_wide` (one CTA a row,
+or a thread-block cluster of 2, 4 or 8 CTAs), which routes each row by its own seq_len on the device:
+rows <= k the plain copy, rows up to SOLO_COLUMNS (within a CTA's chunk buffer) selected by the
+cluster's rank 0 alone, longer ones split over the cluster, each chunk read once into shared memory
+and selected with the fast kernel's coarse histogram and candidate ranking (docs/perf-notes.md,
+"Top-k"). DSV4_TOPK_KERNEL (read at each call): `split` runs a wide batch's rows <= FAST_COLUMNS in
+the fast kernel first and the rest in the wide kernel without the solo rows (the default before the
+one-launch routing), `wide` sends every shape to the wide kernels (no fast kernel), `cluster` to the
+cluster kernel with its three-digit radix, `v2` to the older register kernel. DSV4_TOPK_SOLO=0 turns
+the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
+instead of reading them from the peers' histograms."""
 
 import functools
 import os
@@ -46,6 +51,9 @@ FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # as FAST_CTAS_PER_SM in topk_indices.cu
 # two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast
 # keeps them on the fast kernel (for a side-by-side run).
 WIDE1_TWO_PER_SM_COLUMNS = 16384
+# A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
+# rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
+SOLO_COLUMNS = 16384
 
 
 def chunk_columns(columns, cluster):
@@ -100,37 +108,45 @@ def _opt_in(kernel, shared, device):
 _opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
 
 
-def launches(batch, columns, aligned, sms, clusters, choice="fast", split=True, many_rows="wide"):
-    """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, skip_up_to)].
-    aligned: rows start 16-byte aligned; sms, clusters: as _device; choice, split, many_rows: the
-    DSV4_TOPK_KERNEL, DSV4_TOPK_SPLIT and DSV4_TOPK_MANY_ROWS settings. skip_up_to is None for
-    kernels that take no such argument."""
+def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True):
+    """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
+    being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
+    fold) for the wide kernels, (skip_up_to,) for the cluster kernels, () for v2. aligned: rows start
+    16-byte aligned; sms, clusters: as _device; choice, many_rows, solo, fold: the DSV4_TOPK_KERNEL,
+    DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO (columns; 0 = off) and DSV4_TOPK_FOLD settings."""
     narrow = columns <= FAST_COLUMNS
-    if choice == "fast" and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1, many_rows):
-        return [("dsv4_topk_indices_wide1", (1, batch), 4 * (chunk_columns(columns, 1) + 4), False, -1)]
+    if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
+                                                                        many_rows):
+        return [("dsv4_topk_indices_wide1", (1, batch), 4 * (chunk_columns(columns, 1) + 4), False,
+                 (-1, -1, int(fold)))]
     runs, skip_up_to = [], -1
-    if choice == "fast" and aligned and (narrow or split):
-        # Up to FAST_COLUMNS wide: every row here. Wider: rows of seq_len <= FAST_COLUMNS here and the
-        # rest in the kernel launched next (both read seq_lens on the device, so a mixed batch needs no
-        # host sync; split=False sends wide batches to that kernel alone, saving this launch when every
-        # row is long). PDL when the grid is one wave (it waits before reading).
+    if aligned and ((choice == "fast" and narrow) or choice == "split"):
+        # Up to FAST_COLUMNS wide: every row here. Wider (split only): rows of seq_len <= FAST_COLUMNS
+        # here and the rest in the wide kernel launched next (both read seq_lens on the device, so a
+        # mixed batch needs no host sync). PDL when the grid is one wave (it waits before reading).
         vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= columns), FAST_VECS[-1])
-        runs.append((f"dsv4_topk_indices_fast<{vecs}>", (batch,), 0, batch <= FAST_CTAS_PER_SM[vecs] * sms, None))
+        pdl = batch <= FAST_CTAS_PER_SM[vecs] * sms
+        runs.append((f"dsv4_topk_indices_fast<{vecs}>", (batch,), 0, pdl, (int(pdl),)))
         if narrow:
             return runs
         skip_up_to = FAST_COLUMNS
     if choice == "v2" and columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536")):
         vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= columns), REGS_VECS[-1])
-        return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, None)]
+        return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, ())]
     cluster = cluster_size(batch, columns, sms, clusters)
-    if choice in ("fast", "wide"):  # the fast kernel's selection on the cluster kernel's chunks
-        kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
-    else:
+    chunk = chunk_columns(columns, cluster)
+    shared = 4 * (chunk + 4)  # keys + up to 3 words of alignment shift
+    if choice not in ("fast", "split", "wide"):  # the cluster kernel and its three-digit radix
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
-    shared = 4 * (chunk_columns(columns, cluster) + 4)  # keys + up to 3 words of alignment shift
-    # after the fast kernel, the wide one is scheduled while that one runs (it waits before reading)
-    pdl = bool(runs) and kernel.startswith("dsv4_topk_indices_wide")
-    return runs + [(kernel, (cluster, batch), shared, pdl, skip_up_to)]
+        return runs + [(kernel, (cluster, batch), shared, False, (skip_up_to,))]
+    # the fast kernel's selection on the cluster kernel's chunks; rank 0 alone on rows up to solo_up_to
+    # (never past its chunk buffer; the split path leaves them to the fast kernel)
+    kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
+    solo_up_to = min(solo, chunk) if cluster > 1 and choice != "split" and solo > 0 else -1
+    # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
+    # (it waits before reading)
+    pdl = bool(runs) or batch * cluster <= sms
+    return runs + [(kernel, (cluster, batch), shared, pdl, (skip_up_to, solo_up_to, int(fold)))]
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
@@ -143,18 +159,14 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         runs = launches(layout.batch, layout.columns, aligned, *_device(device_index),
                         choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
-                        split=os.environ.get("DSV4_TOPK_SPLIT", "1") != "0",
-                        many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"))
+                        many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"),
+                        solo=int(os.environ.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
+                        fold=os.environ.get("DSV4_TOPK_FOLD", "1") != "0")
         common = (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                   page_size)
-        for kernel, grid, shared, pdl, skip_up_to in runs:
-            if kernel.startswith("dsv4_topk_indices_fast"):
-                args = (*common, int(pdl))
-            elif skip_up_to is None:
-                args = common
-            else:
-                args = (*common, skip_up_to)
+        for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            launch("topk_indices.cu", kernel, grid, (THREADS,), args, logits.device, shared_mem=shared, pdl=pdl)
+            launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
+                   pdl=pdl)
     return out

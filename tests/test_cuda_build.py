@@ -74,14 +74,14 @@ def test_every_kernel_is_named_for_the_sanitizer_filter():
 @pytest.mark.parametrize("sms, clusters", [(132, (1, 2, 4, 8)), (108, (1,))], ids=["h200", "a100"])
 def test_topk_routes_name_compiled_kernels_that_fit(sms, clusters):
     # the host routing of topk_indices (no GPU): every kernel it launches is compiled, its chunk fits
-    # shared memory, clusters only where the GPU has them, and a wide batch's short rows go first to
-    # the fast kernel, which the wide kernel then skips
+    # shared memory, clusters only where the GPU has them; split: a wide batch's short rows go first
+    # to the fast kernel, which the wide kernel then skips (tests/test_cuda_topk.py: the default)
     T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
     compiled = set(_loader.KERNELS["topk_indices.cu"])
     for batch, columns, aligned in [(64, 16384, True), (256, 16384, True), (64, 65536, True), (64, 262144, True),
                                     (1, 65536, True), (64, 512, True), (2, 70001, False), (3, 3000, False),
                                     (300, 4096, True), (1, 16385, True), (256, 8192, False)]:
-        for choice in ("fast", "wide", "cluster", "v2"):
+        for choice in ("fast", "split", "wide", "cluster", "v2"):
             if columns > clusters[-1] * T.MAX_CHUNK and not (choice == "v2" and columns <= 65536):
                 with pytest.raises(ValueError, match="exceed"):  # before any launch
                     T.launches(batch, columns, aligned, sms, clusters, choice=choice)
@@ -92,8 +92,8 @@ def test_topk_routes_name_compiled_kernels_that_fit(sms, clusters):
                 assert kernel in compiled, kernel
                 assert shared <= 4 * (T.MAX_CHUNK + 4), (kernel, shared)
                 assert len(grid) == 1 or grid[0] in clusters, (kernel, grid)
-            wide = [r for r in runs if "wide" in r[0] and r[4] == T.FAST_COLUMNS]
-            if choice == "fast" and aligned and columns > T.FAST_COLUMNS:
+            wide = [r for r in runs if "wide" in r[0] and r[4][0] == T.FAST_COLUMNS]
+            if choice == "split" and aligned and columns > T.FAST_COLUMNS:
                 assert runs[0][0] == "dsv4_topk_indices_fast<4>" and len(wide) == 1, runs
             else:
                 assert not wide, runs

@@ -1,0 +1,169 @@
+"""The CUDA top-k's host routing and a numpy model of its wide kernel (kernels_cuda/topk_indices.cu),
+on the CPU: which kernels one call launches, which path each row takes on the device, and that the
+wide kernel's write-out (each CTA's runs placed from its peers' coarse histograms, the threshold-bin
+candidates ranked in rank 0) writes every slot once with the k largest keys, lowest column first."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
+H200 = (132, (1, 2, 4, 8))
+
+# as in topk_indices.cu
+THREADS, BINS, CANDIDATES = 1024, 4096, 128
+CODE_LO, CODE_HI = 111 << 6, (142 << 6) | 63
+
+
+def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
+    # the bench shapes: one launch of the wide kernel, no fast kernel before it (split keeps that)
+    for batch, columns in [(1, 65536), (64, 65536), (64, 262144), (64, 16385)]:
+        runs = T.launches(batch, columns, True, *H200)
+        assert len(runs) == 1 and runs[0][0].startswith("dsv4_topk_indices_wide"), runs
+        kernel, grid, shared, _, (skip_up_to, solo_up_to, fold) = runs[0]
+        chunk = T.chunk_columns(columns, grid[0])
+        assert skip_up_to == -1 and fold == 1 and shared == 4 * (chunk + 4)
+        assert solo_up_to == (min(T.SOLO_COLUMNS, chunk) if grid[0] > 1 else -1)
+    split = T.launches(64, 262144, True, *H200, choice="split")
+    assert [r[0] for r in split] == ["dsv4_topk_indices_fast<4>", "dsv4_topk_indices_wide<8>"]
+    assert split[1][4] == (T.FAST_COLUMNS, -1, 1)  # the fast kernel's rows skipped, no solo rows
+    assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
+    assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
+    # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave)
+    assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
+    assert [r[0] for r in T.launches(256, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
+
+
+def row_path(n, k, cluster, skip_up_to, solo_up_to):
+    """The wide kernel's decision for a row of seq_len n (topk_row_wide), the same in every CTA."""
+    if n <= skip_up_to:
+        return "fast kernel"
+    if n <= k:
+        return "copy"
+    if cluster > 1 and n <= solo_up_to:
+        return "solo"
+    return "cluster"
+
+
+@pytest.mark.parametrize("choice", ["fast", "split"])
+def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(choice):
+    lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)] + [0, 1, 511, 512, 513, 16384, 16385]
+    k = 512
+    runs = T.launches(len(lens), 262144, True, *H200, choice=choice)
+    wide = runs[-1]
+    cluster, (skip_up_to, solo_up_to, _) = wide[1][0], wide[4]
+    words = wide[2] // 4  # the chunk buffer, in keys
+    fast = [r for r in runs if r[0].startswith("dsv4_topk_indices_fast")]
+    for n in lens:
+        path = row_path(n, k, cluster, skip_up_to, solo_up_to)
+        if path == "fast kernel":  # which writes the rows it holds, and leaves the others
+            assert fast and n <= 4 * THREADS * 4
+        used = n if path == "solo" else ((-(-n // cluster) + 3) & ~3)  # keys a CTA holds
+        for shift in range(4):  # the row's 16-byte phase: whole groups of 4 words, key-0 padded
+            assert 4 * ((shift + used + 3) >> 2) <= words, (n, path, shift)
+        if choice == "fast":
+            assert path != "fast kernel"
+            assert (path == "solo") == (k < n <= T.SOLO_COLUMNS), (n, path)
+
+
+def sortable_key(x):
+    u = x.astype(np.float32).view(np.uint32)
+    key = np.where(u & 0x80000000, ~u, u | 0x80000000).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0xFFFFFFFF), key).astype(np.uint32)
+
+
+def coarse_bin(key):
+    top = (key >> 17).astype(np.int64)
+    pos = 2048 + np.clip(top - 0x4000, CODE_LO, CODE_HI) - CODE_LO
+    neg = 2047 - (np.clip(0x3FFF - top, CODE_LO, CODE_HI) - CODE_LO)
+    return np.where(top >= 0x4000, pos, neg)
+
+
+def coarse_bin_keys(b):
+    c = b - 2048 if b >= 2048 else 2047 - b
+    code_lo = 0 if c == 0 else CODE_LO + c
+    code_hi = 0x3FFF if c == 2047 else CODE_LO + c
+    top_lo = 0x4000 + code_lo if b >= 2048 else 0x3FFF - code_hi
+    top_hi = 0x4000 + code_hi if b >= 2048 else 0x3FFF - code_lo
+    return top_lo << 17, (top_hi << 17) | 0x1FFFF
+
+
+def threshold(hist, need):
+    """fast_threshold: the bin b with above(b) < need <= above(b) + hist[b], above(b) = keys in bins past b."""
+    above = np.concatenate([np.cumsum(hist[::-1])[::-1][1:], [0]])
+    (b,) = np.nonzero((above < need) & (above + hist >= need))
+    assert len(b) == 1
+    return int(b[0]), int(above[b[0]]), int(hist[b[0]])
+
+
+def wide_model(row, n, k, cluster, phase):
+    """wide_select's ranked path for one row (seq_len n > k; the row's first column at 16-byte phase
+    `phase`), all CTAs of the cluster: the output slots' raw columns, or None where the threshold bin
+    holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+    keys = sortable_key(row[:n])
+    chunk = (-(-n // cluster) + 3) & ~3
+    ctas = []
+    for rank in range(cluster):
+        begin = min(n, rank * chunk)
+        m = min(n, begin + chunk) - begin
+        shift = (phase + begin) & 3  # chunks are multiples of 4 columns long: the row's phase
+        words = np.zeros(4 * ((shift + m + 3) >> 2), np.uint32)  # key 0 around the chunk
+        words[shift:shift + m] = keys[begin:begin + m]
+        hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)  # real keys only
+        ctas.append((begin - shift, words, hist))
+    b, above_total, inside = threshold(sum(h for _, _, h in ctas), k)
+    if inside > CANDIDATES:
+        return None
+    remaining = k - above_total
+    lo, hi = coarse_bin_keys(b)
+    out = np.full(k, -1, np.int64)
+    candidates = {}
+    for rank, (column0, words, _) in enumerate(ctas):
+        # the runs' starts from the peers' histograms (the fold) ...
+        first_above = sum(int(h[b + 1:].sum()) for _, _, h in ctas[:rank])
+        first_inside = sum(int(h[b]) for _, _, h in ctas[:rank])
+        # ... equal the peers' own counting walks (the barrier exchange)
+        walk = [(int((w > hi).sum()), int(((w != 0) & (w >= lo) & (w <= hi)).sum())) for _, w, _ in ctas[:rank]]
+        assert (first_above, first_inside) == (sum(a for a, _ in walk), sum(i for _, i in walk))
+        # placing walk: thread t holds groups t, t + 1024, ...; slots in (thread, step, element) order
+        word = np.arange(len(words))
+        group = word >> 2
+        order = np.lexsort((word & 3, group // THREADS, group % THREADS))
+        slot_above, slot_inside = first_above, first_inside
+        for w in order:
+            key = int(words[w])
+            if key > hi:
+                assert out[slot_above] == -1
+                out[slot_above] = column0 + w
+                slot_above += 1
+            elif key != 0 and lo <= key <= hi:
+                assert slot_inside not in candidates
+                candidates[slot_inside] = (key, column0 + w)
+                slot_inside += 1
+    assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
+    for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
+        out[k - remaining + rank_of] = column
+    return out
+
+
+@pytest.mark.parametrize("cluster", [1, 2, 8])
+@pytest.mark.parametrize("data", ["normal", "ties", "inf"])
+def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, data):
+    rng = np.random.default_rng(cluster * 10 + len(data))
+    ran = 0
+    for n, k, phase in [(5000, 512, 0), (20011, 512, 3), (33000, 2048, 1), (4100, 1024, 2), (9000, 7, 0)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":  # values repeat, a few at the cut
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        out = wide_model(row, n, k, cluster, phase)
+        if out is None:
+            continue
+        ran += 1
+        keys = sortable_key(row)
+        best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
+        assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
+    assert ran >= 3
