@@ -20,9 +20,9 @@ C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compre
 C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 C128_FILL_WAVES = 2  # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9)
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
-# positions a thread loads together before pooling them: 6 on the one-run path (compress.cu's CHUNK);
-# DSV4_C128_CHUNK=4 restores the earlier kernel there for a side-by-side run
-C128_ONE_RUN_CHUNK = int(os.environ.get("DSV4_C128_CHUNK", "6"))
+# kv_score rows read with the L2::256B prefetch hint (compress.cu's PREFETCH) on the one-run path when
+# DSV4_C128_PREFETCH=1 (an experiment: default off until measured faster)
+C128_PREFETCH = int(os.environ.get("DSV4_C128_PREFETCH", "0"))
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -72,8 +72,8 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if layout.ratio == 4:
         expr = f"dsv4_compress_c4<{vec}, {MODE_ID[mode]}>"
     else:
-        chunk = C128_ONE_RUN_CHUNK if block[-1] == 1 and vec == 4 else 4
-        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {chunk}>"
+        prefetch = C128_PREFETCH if block[-1] == 1 and vec == 4 else 0
+        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {prefetch}>"
         shared = (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
