@@ -1,0 +1,311 @@
+"""Builds the .cu sources with NVRTC through CuPy and launches them on torch tensors.
+
+One place for the compile options and one compile path: `compile_cubin` (NVRTC, no GPU needed) makes
+the cubin that CI inspects and that the GPU loads, for the device's own architecture (`sm_90a` on
+Hopper, so wgmma and the bulk-copy engine are available), once per (source, architecture), kept on
+disk between processes (`cached_cubin`).
+Kernels get raw device pointers of torch tensors (no copies) and run on torch's current stream.
+The sources need no headers: bf16 and e4m3 conversions are written out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+SOURCE_DIR = Path(__file__).parent
+OPTIONS = ("--std=c++17",)
+STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the kernel's opt-in
+
+# source file -> the template instantiations it exports (NVRTC name expressions); every kernel is
+# named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
+KERNELS = {
+    "compress.cu": [f"dsv4_compress_c4<{v}, {m}>" for v in (4, 1) for m in (0, 1)]
+                   + [f"dsv4_compress_c128<{v}, {m}, {p}>" for v, p in ((4, 0), (4, 1), (1, 0)) for m in (0, 1, 2)]
+                   + ["dsv4_compress_online_commit"],
+    "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
+                          "dsv4_indexer_logits_wgmma<6>"],
+    "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
+                        "dsv4_topk_indices_cluster<8>"] + [f"dsv4_topk_indices_regs<{v}>" for v in (1, 2, 4)]
+                       + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)]
+                       + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)],
+    "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")
+                              for s in ("true", "false") for p in ("true", "false")]
+                           + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"]
+                           + [f"dsv4_sparse_attention_fp8_wgmma<{s}, {p}, {d}>" for s in ("true", "false")
+                              for p in ("true", "false") for d in ("true", "false")]
+                           + [f"dsv4_sparse_attention_fp8_{k}<{s}, {p}>" for k in ("pipe", "pair")
+                              for s in ("true", "false") for p in ("true", "false")],
+}
+
+
+COMMON = "common.cuh"  # prepended to every source: shared helpers, no CUDA headers needed
+
+# source file -> the wrapper module that declares, for that source:
+#   DEFINES {NAME: int}: compile-time constants, passed to NVRTC as -DNAME=value. The Python constant is
+#     their one definition: the source keeps no default (a missing one fails the compile) and
+#     static_asserts the values it is written for;
+#   SIGNATURES {kernel name: ("kind name", ...)}: each kernel's parameters, kinds ptr / i32 / i64 / f32,
+#     which launch() checks and converts (launch_values).
+# A source not listed compiles without -D options and launches unchecked (a Python int becomes int32).
+DECLARED_IN = {"indexer_logits.cu": "kernels_cuda.indexer_logits"}
+
+
+def source(name):
+    common = (SOURCE_DIR / COMMON).read_text()
+    return f'{common}\n#line 1 "{name}"\n' + (SOURCE_DIR / name).read_text()
+
+
+def defines(name):
+    """{NAME: value} of the source's compile-time constants ({} where no wrapper declares them)."""
+    if name not in DECLARED_IN:
+        return {}
+    declared = importlib.import_module(DECLARED_IN[name]).DEFINES
+    for key, value in declared.items():
+        if not (key.isidentifier() and type(value) is int):  # bool too would print as True
+            raise TypeError(f"{DECLARED_IN[name]}.DEFINES[{key!r}] = {value!r}: a C identifier and an int")
+    return dict(declared)
+
+
+def arch_option(arch):
+    return f"--gpu-architecture={arch}"
+
+
+def compile_options(name, arch):
+    """NVRTC options of a source: OPTIONS, the architecture, the source's -D constants."""
+    return [*OPTIONS, arch_option(arch), *(f"-D{key}={value}" for key, value in sorted(defines(name).items()))]
+
+
+def compile_cubin(name, arch):
+    """NVRTC, no GPU or driver needed: (cubin bytes, {expression: lowered name}, compiler log).
+    Raises RuntimeError with the log on failure."""
+    from cupy.cuda import nvrtc
+    prog = nvrtc.createProgram(source(name), name, [], [])
+    try:
+        for expr in KERNELS[name]:
+            nvrtc.addNameExpression(prog, expr)
+        try:
+            nvrtc.compileProgram(prog, [*compile_options(name, arch), "-Xptxas=-v"])
+        except nvrtc.NVRTCError as err:
+            raise RuntimeError(f"{name} for {arch} failed to compile:\n{nvrtc.getProgramLog(prog)}") from err
+        lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in KERNELS[name]}
+        return nvrtc.getCUBIN(prog), lowered, nvrtc.getProgramLog(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def device_arch(capability):
+    """NVRTC target of a compute capability (major, minor): the arch-specific `a` variant on Hopper
+    (wgmma, setmaxnreg), the plain one elsewhere."""
+    major, minor = capability
+    return f"sm_{major}{minor}{'a' if (major, minor) == (9, 0) else ''}"
+
+
+def cache_dir():
+    """Where built cubins are kept between processes (NVRTC takes 15-80 s a source, and every
+    `harness` command is a new process): $DSV4_KERNEL_CACHE, else ~/.cache/dsv4-harness/cubin;
+    DSV4_KERNEL_CACHE=off builds every time."""
+    path = os.environ.get("DSV4_KERNEL_CACHE", str(Path.home() / ".cache" / "dsv4-harness" / "cubin"))
+    return None if path in ("off", "0", "") else Path(path)
+
+
+def cached_cubin(name, arch):
+    """compile_cubin's (cubin, lowered names), from the cache when the source (with common.cuh), the
+    options (the -D constants and the arch among them), the exported expressions and the NVRTC version
+    are the same."""
+    import hashlib
+    import json
+    from cupy.cuda import nvrtc
+    folder = cache_dir()
+    key = hashlib.sha256(json.dumps([source(name), compile_options(name, arch), KERNELS[name],
+                                     list(nvrtc.getVersion())]).encode()).hexdigest()[:32]
+    path = folder / f"{Path(name).stem}-{arch}-{key}" if folder else None
+    if path is not None:
+        try:
+            return (path / "kernel.cubin").read_bytes(), json.loads((path / "lowered.json").read_text())
+        except (OSError, ValueError):
+            pass
+    cubin, lowered, _ = compile_cubin(name, arch)
+    if path is not None:
+        try:  # written aside, then renamed: a process reading it sees all or nothing
+            tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "kernel.cubin").write_bytes(cubin)
+            (tmp / "lowered.json").write_text(json.dumps(lowered))
+            tmp.rename(path)
+        except OSError:  # a read-only or raced cache only costs the next process a compile
+            shutil.rmtree(tmp, ignore_errors=True)
+    return cubin, lowered
+
+
+@functools.lru_cache(maxsize=None)
+def _module(name, device_index):
+    import cupy
+    import torch
+    arch = device_arch(torch.cuda.get_device_capability(device_index))
+    cubin, lowered = cached_cubin(name, arch)
+    with cupy.cuda.Device(device_index):
+        module = cupy.cuda.function.Module()
+        module.load(cubin)
+    return module, lowered
+
+
+def _index(device):
+    import torch
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+@functools.lru_cache(maxsize=None)
+def _function(name, expr, device_index):
+    module, lowered = _module(name, device_index)
+    return module.get_function(lowered[expr])
+
+
+def kernel(name, expr, device):
+    return _function(name, expr, _index(device))
+
+
+def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+    """Launch on torch's current stream, the arguments checked and converted by the kernel's declared
+    signature (launch_values); where its source declares none, tensors go as raw pointers and ints as
+    int32 unless wrapped. pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
+    previous kernel on the stream finishes; it must call `pdl_wait()` (common.cuh) before reading
+    anything an earlier kernel wrote. Hides the launch gap between short kernels."""
+    import cupy
+    import torch
+    params = signature(name, expr)
+    values = tuple(_arg(a) for a in args) if params is None else launch_values(expr, params, args)
+    fn = kernel(name, expr, device)
+    if shared_mem > STATIC_SHARED_LIMIT:
+        _opt_in_shared(fn, shared_mem)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    with cupy.cuda.Device(_index(device)):
+        if pdl and _pdl_supported(_index(device)):
+            _launch_pdl(fn.ptr, grid, block, values, shared_mem, stream)
+        else:
+            fn(tuple(grid), tuple(block), values, shared_mem=shared_mem, stream=cupy.cuda.ExternalStream(stream))
+
+
+@functools.lru_cache(maxsize=None)
+def _pdl_supported(device_index):
+    """Hopper or newer, unless DSV4_PDL=0 asks for plain launches."""
+    import torch
+    return os.environ.get("DSV4_PDL", "1") != "0" and torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+_CTYPE = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int64,
+          np.dtype(np.int32): ctypes.c_int32, np.dtype(np.float32): ctypes.c_float}
+_PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8 bytes, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
+                ("value_pad", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+@functools.lru_cache(maxsize=None)
+def _libcuda():
+    lib = ctypes.CDLL("libcuda.so.1")
+    lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                     ctypes.POINTER(ctypes.c_void_p)]
+    return lib
+
+
+def _launch_pdl(function, grid, block, values, shared_mem, stream):
+    """cuLaunchKernelEx with programmatic stream serialization (CuPy's launcher sets no attributes)."""
+    grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
+    attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
+                           ctypes.c_void_p(stream), ctypes.pointer(attr), 1)
+    holders = [_CTYPE[np.asarray(v).dtype](v.item()) for v in values]
+    params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+    err = _libcuda().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), params, None)
+    if err:
+        raise RuntimeError(f"cuLaunchKernelEx failed with CUresult {err}")
+
+
+def _opt_in_shared(fn, nbytes):
+    """Dynamic shared memory above 48 KB needs the kernel's opt-in (a driver attribute)."""
+    from cupy_backends.cuda.api import driver
+    attr = driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    if driver.funcGetAttribute(attr, fn.ptr) < nbytes:
+        driver.funcSetAttribute(fn.ptr, attr, nbytes)
+
+
+def _arg(a):
+    import torch
+    if isinstance(a, torch.Tensor):
+        return np.uint64(a.data_ptr())
+    if isinstance(a, bool):
+        return np.int32(a)
+    if isinstance(a, int):
+        return np.int32(a)
+    if isinstance(a, float):
+        return np.float32(a)
+    return a  # numpy scalars as given (np.int64 for 64-bit counts)
+
+
+KINDS = ("ptr", "i32", "i64", "f32")  # a device pointer, int, long long, float
+_INT_RANGE = {"i32": (np.int32, -2 ** 31, 2 ** 31 - 1), "i64": (np.int64, -2 ** 63, 2 ** 63 - 1)}
+
+
+@functools.lru_cache(maxsize=None)
+def signature(name, expr):
+    """((kind, parameter name), ...) that the wrapper of source `name` declares for the kernel of
+    expression `expr` (all instantiations of a template share one), or None for a source without
+    declarations (DECLARED_IN)."""
+    if name not in DECLARED_IN:
+        return None
+    module, kernel_name = DECLARED_IN[name], expr.split("<")[0]
+    declared = importlib.import_module(module).SIGNATURES
+    if kernel_name not in declared:
+        raise KeyError(f"{module}.SIGNATURES declares no {kernel_name}")
+    params = tuple(tuple(p.split()) for p in declared[kernel_name])
+    bad = [p for p in params if len(p) != 2 or p[0] not in KINDS]
+    if bad:
+        raise ValueError(f"{module}.SIGNATURES[{kernel_name!r}]: {bad} not 'kind name' with a kind of {KINDS}")
+    return params
+
+
+def launch_values(kernel, params, args):
+    """The C values of `args` for parameters `params` ((kind, name), ...): ptr takes a torch tensor
+    (its device pointer) or None (null); i32 / i64 a Python or NumPy integer in range; f32 a real
+    number. A wrong count, kind or range raises TypeError / ValueError naming the kernel and the
+    argument's position, before anything is launched (CuPy would turn a Python int into int32)."""
+    import torch
+    if len(args) != len(params):
+        raise TypeError(f"{kernel}: {len(args)} arguments for {len(params)} parameters "
+                        f"({', '.join(' '.join(p) for p in params)})")
+    values = []
+    for position, ((kind, param), a) in enumerate(zip(params, args)):
+        if kind == "ptr":
+            if isinstance(a, torch.Tensor):
+                values.append(np.uint64(a.data_ptr()))
+                continue
+            if a is None:
+                values.append(np.uint64(0))
+                continue
+        elif kind == "f32":
+            if isinstance(a, (float, int, np.floating, np.integer)):
+                values.append(np.float32(a))
+                continue
+        elif isinstance(a, (int, np.integer)):
+            ctype, lo, hi = _INT_RANGE[kind]
+            if not lo <= a <= hi:
+                raise ValueError(f"{kernel} argument {position} ({kind} {param}): {a} does not fit {ctype.__name__}")
+            values.append(ctype(a))
+            continue
+        raise TypeError(f"{kernel} argument {position} ({kind} {param}): got {type(a).__name__}")
+    return tuple(values)
