@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import time
 import uuid
@@ -55,6 +56,18 @@ def _version(*names):
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
+
+
+def harness_version():
+    """The version of the harness that runs: pyproject.toml's beside the imported package when it runs
+    from a source tree (the GPU machine runs a copied tree, nothing installed), else the installed
+    distribution's."""
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    try:
+        match = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.MULTILINE)
+    except OSError:
+        match = None
+    return match.group(1) if match else _version(DIST)
 
 
 def harness_source():
@@ -106,7 +119,7 @@ def environment(device):
     CPU its thread count)."""
     env = {"run_id": str(uuid.uuid4()), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "python": platform.python_version(), "torch": torch.__version__, "device": str(device),
-           "harness_version": _version(DIST), "packages": {k: _version(*names) for k, names in PACKAGES.items()}}
+           "harness_version": harness_version(), "packages": {k: _version(*names) for k, names in PACKAGES.items()}}
     if env["packages"]["triton"]:
         env["triton"] = env["packages"]["triton"]
     if torch.device(device).type == "cuda":
