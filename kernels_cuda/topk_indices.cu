@@ -1226,7 +1226,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.
 #if __CUDA_ARCH__ >= 900
-#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 ? 2 : 1)
+#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 || (cluster) == 16 ? 2 : 1)
 #else
 #define TOPK_WIDE_MIN_BLOCKS(cluster) 1
 #endif

@@ -24,6 +24,16 @@ from kernels_cuda._loader import launch
 
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
+# Hopper runs clusters of 16 CTAs when the kernel opts in (non-portable): the wide kernel takes them
+# for rows whose chunk at 8 CTAs fits shared memory once an SM and at 16 twice (64 x 262144: 1024 CTAs
+# of 16384 columns, two an SM, one CTA's load under the other's selection, instead of 512 of 32768
+# one an SM). DSV4_TOPK_CLUSTER16=0 (read at each call) keeps rows at 8 CTAs.
+CLUSTER16 = 16
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
+# The wide kernels' chunk that fits twice an SM: 2 x (4 x (chunk + 4) + their static shared memory +
+# 1024 bytes the driver reserves a CTA) <= 228 KB (tests/test_cuda_topk.py checks the static size)
+WIDE_STATIC_SHARED = 34208  # sizeof(WideShared<CLUSTER > 1>) in topk_indices.cu
+WIDE_TWO_PER_SM_CHUNK = ((228 * 1024) // 2 - 1024 - WIDE_STATIC_SHARED) // 4 - 4
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB, wide: 34 KB, static)
 TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 # CTAs per SM the split may count on when it doubles the cluster. The H200 run (perf-notes, top-k)
@@ -64,13 +74,18 @@ def chunk_columns(columns, cluster):
 def cluster_size(batch, columns, sms, clusters=CLUSTERS, ctas_per_sm=None):
     """CTAs per row: the fewest whose chunks fit shared memory, doubled while all CTAs are still
     resident at once (one per SM, or two when ctas_per_sm allows and the chunk's shared memory
-    fits twice) and the chunks stay long enough."""
+    fits twice) and the chunks stay long enough, up to the portable 8; then 16 (where `clusters`
+    has it) for rows whose 8 chunks each need an SM to themselves and 16 chunks fit twice."""
     fitting = [c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK]
     if not fitting:
         raise ValueError(f"topk_indices (CUDA): rows of {columns} columns exceed {clusters[-1] * MAX_CHUNK} "
                          f"on this GPU (thread-block clusters need sm_90+)")
     cluster = fitting[0]
-    while cluster < clusters[-1]:
+    portable = max(c for c in clusters if c <= CLUSTERS[-1])
+    if cluster == portable and CLUSTER16 in clusters and (
+            chunk_columns(columns, cluster) > WIDE_TWO_PER_SM_CHUNK >= chunk_columns(columns, CLUSTER16)):
+        return CLUSTER16
+    while cluster < portable:
         chunk = chunk_columns(columns, cluster * 2)
         per_sm = CTAS_PER_SM if ctas_per_sm is None else ctas_per_sm
         resident = sms * (2 if per_sm >= 2 and chunk <= TWO_PER_SM_CHUNK else 1)
@@ -82,9 +97,10 @@ def cluster_size(batch, columns, sms, clusters=CLUSTERS, ctas_per_sm=None):
 
 @functools.lru_cache(maxsize=None)
 def _device(device_index):
-    """(SMs, the cluster sizes the GPU runs): clusters are sm_90+."""
+    """(SMs, the cluster sizes the GPU runs): clusters are sm_90+, 16 CTAs on Hopper only."""
     props = torch.cuda.get_device_properties(device_index)
-    return props.multi_processor_count, CLUSTERS if props.major >= 9 else CLUSTERS[:1]
+    clusters = CLUSTERS + ((CLUSTER16,) if props.major == 9 else ()) if props.major >= 9 else CLUSTERS[:1]
+    return props.multi_processor_count, clusters
 
 
 def fast_kernel_takes(batch, columns, sms, hopper, many_rows="wide"):
@@ -106,6 +122,18 @@ def _opt_in(kernel, shared, device):
 
 
 _opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
+
+
+def _allow_cluster16(kernel, device):
+    """A cluster of 16 CTAs is past the portable 8: the kernel opts in once (a driver attribute)."""
+    fn = _loader.kernel("topk_indices.cu", kernel, device)
+    if fn.ptr not in _non_portable:
+        from cupy_backends.cuda.api import driver
+        driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        _non_portable.add(fn.ptr)
+
+
+_non_portable = set()  # kernel pointers opted in for clusters of 16
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True):
@@ -133,12 +161,13 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     if choice == "v2" and columns <= int(os.environ.get("DSV4_TOPK_V2_COLUMNS", "65536")):
         vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= columns), REGS_VECS[-1])
         return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, ())]
+    if choice not in ("fast", "split", "wide"):  # the cluster kernel and its three-digit radix (up to 8 CTAs)
+        cluster = cluster_size(batch, columns, sms, tuple(c for c in clusters if c <= CLUSTERS[-1]))
+        kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
+        return runs + [(kernel, (cluster, batch), 4 * (chunk_columns(columns, cluster) + 4), False, (skip_up_to,))]
     cluster = cluster_size(batch, columns, sms, clusters)
     chunk = chunk_columns(columns, cluster)
     shared = 4 * (chunk + 4)  # keys + up to 3 words of alignment shift
-    if choice not in ("fast", "split", "wide"):  # the cluster kernel and its three-digit radix
-        kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
-        return runs + [(kernel, (cluster, batch), shared, False, (skip_up_to,))]
     # the fast kernel's selection on the cluster kernel's chunks; rank 0 alone on rows up to solo_up_to
     # (never past its chunk buffer; the split path leaves them to the fast kernel)
     kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
@@ -157,7 +186,10 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     if layout.batch:
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
-        runs = launches(layout.batch, layout.columns, aligned, *_device(device_index),
+        sms, clusters = _device(device_index)
+        if os.environ.get("DSV4_TOPK_CLUSTER16", "1") == "0":
+            clusters = tuple(c for c in clusters if c != CLUSTER16)
+        runs = launches(layout.batch, layout.columns, aligned, sms, clusters,
                         choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
                         many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"),
                         solo=int(os.environ.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
@@ -167,6 +199,8 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
+            if grid[0] == CLUSTER16 and len(grid) == 2:
+                _allow_cluster16(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
     return out

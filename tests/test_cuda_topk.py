@@ -167,3 +167,29 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
         best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
         assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
     assert ran >= 3
+
+
+H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
+
+
+def test_rows_whose_chunks_fit_an_sm_once_at_8_ctas_take_16_that_fit_twice():
+    kernel, grid, shared, pdl, extra = T.launches(64, 262144, True, *H200_16)[0]
+    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 1)
+    assert 2 * (shared + T.WIDE_STATIC_SHARED + 1024) <= 228 * 1024 < (2 * 32768 + 8) * 4  # 8 CTAs: one an SM
+    assert T.launches(64, 262144, True, *H200)[0][0] == "dsv4_topk_indices_wide<8>"  # 16 not offered
+    # shorter rows keep the portable sizes, and the cluster kernel has no 16
+    assert T.launches(1, 65536, True, *H200_16)[0][1] == (8, 1)
+    assert T.launches(64, 65536, True, *H200_16)[0][1] == (2, 64)
+    assert T.launches(64, 262144, True, *H200_16, choice="cluster")[0][0] == "dsv4_topk_indices_cluster<8>"
+
+
+def test_the_wide_kernels_fit_what_the_host_counts_on():
+    # two 1024-thread CTAs an SM need <= 32 registers; the host's two-per-SM chunk uses the static size
+    pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
+    from kernels_cuda import _loader, build
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)
+    for kernel in ("dsv4_topk_indices_wide<16>", "dsv4_topk_indices_wide1"):
+        assert res[kernel]["registers"] <= 32 and res[kernel]["spill_stores"] == 0, (kernel, res[kernel])
+    for cluster in (2, 4, 8, 16):
+        assert res[f"dsv4_topk_indices_wide<{cluster}>"]["smem"] == T.WIDE_STATIC_SHARED
