@@ -20,10 +20,6 @@ template <> struct Vec<4> {
         const float4 x = __ldg(reinterpret_cast<const float4*>(p));
         v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
     }
-    __device__ __forceinline__ void load_stream(const float* p) {  // read once: no L1 line, L2 256-byte fetch
-        asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(p));
-    }
     __device__ __forceinline__ void store(float* p) const {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     }
@@ -32,7 +28,6 @@ template <> struct Vec<1> {
     float v[1];
     __device__ __forceinline__ void load(const float* p) { v[0] = *p; }
     __device__ __forceinline__ void load_nc(const float* p) { v[0] = __ldg(p); }
-    __device__ __forceinline__ void load_stream(const float* p) { v[0] = __ldg(p); }
     __device__ __forceinline__ void store(float* p) const { *p = v[0]; }
 };
 
@@ -238,18 +233,53 @@ __device__ __forceinline__ void online_step(const float* row, const float* bias,
 
 constexpr int C128_MAX_GROUPS = 16, C128_MAX_THREADS = 512, C128_GROUP_LANES = 32;
 
-// PREFETCH: new rows of kv_score are read with the L2::256B prefetch hint (the L2 fetches the
-// 256-byte block around each 16-byte load: fewer, longer DRAM bursts for a pure stream), else plain
-// non-coherent loads. (Loading 6 positions together instead of 4 measured slower: 77.0 against 75.2 us
-// at the 64K prefill, H200, 93e251d.)
-template <int VEC, int MODE, int PREFETCH>
+// Pools CHUNK positions (values y, raw logits x, biases) into a running (max m, sum s, weighted sum acc)
+// per channel; positions from `valid` on are padding.
+template <int VEC, int CHUNK>
+__device__ __forceinline__ void pool_chunk(const Vec<VEC> (&y)[CHUNK], const Vec<VEC> (&x)[CHUNK],
+                                           const Vec<VEC> (&bias)[CHUNK], long long valid, float (&m)[VEC],
+                                           float (&s)[VEC], float (&acc)[VEC]) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+        float xs[CHUNK], mc = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            xs[i] = i < valid ? x[i].v[k] + bias[i].v[k] : -INFINITY;
+            mc = fmaxf(mc, xs[i]);
+        }
+        const float m2 = fmaxf(m[k], mc);
+        const float scale = expf(m[k] - m2);  // 0 while nothing was pooled (m = -inf)
+        float sc = 0.f, ac = 0.f;
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            const float w = expf(xs[i] - m2);
+            sc += w;
+            ac += w * (i < valid ? y[i].v[k] : 0.f);
+        }
+        s[k] = s[k] * scale + sc;
+        acc[k] = acc[k] * scale + ac;
+        m[k] = m2;
+    }
+}
+
+// PIPE (online mode, one run of positions a thread, VEC 4): the new rows stream through a ring of
+// PIPE_STAGES x PIPE_POSITIONS rows in shared memory by cp.async, PIPE_STAGES - 1 stages ahead of the
+// pooling. Each thread copies and reads back only its own 16-byte pieces, so no barrier is needed. In
+// flight an SM (4 CTAs of 128 threads): 5 x 2 x 2 x 16 B x 512 = 160 KB of kv_score, where the
+// register loop has at most 64 KB, in rounds of load, wait, pool (it ran the 64K prefill at 75 us, 88 %
+// of the 4.05 TB/s read floor; H200, 93e251d). Loading 6 positions a round instead of 4 in registers
+// measured slower (77.0 us).
+constexpr int PIPE_STAGES = 6, PIPE_POSITIONS = 2;
+
+template <int VEC, int MODE, int PIPE>
 __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
         float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
+    static_assert(!PIPE || (VEC == 4 && MODE == MODE_ONLINE), "the pipelined path: online mode, 16-byte rows");
     constexpr int CHUNK = 4;
-    // (max, sum, weighted sum) of groups 1.., C128_GROUP_LANES x VEC channels each: dynamic, so the
-    // one-group launches (prefill, decode) take no shared memory from L1 (the host sizes it)
-    extern __shared__ float partial[];  // [blockDim.y - 1][3][C128_GROUP_LANES * VEC]
+    // groups > 1: (max, sum, weighted sum) of groups 1.., C128_GROUP_LANES x VEC channels each; PIPE: the
+    // row ring. Dynamic, sized by the host: the plain one-run launches take no shared memory from L1
+    extern __shared__ float partial[];  // [blockDim.y - 1][3][C128_GROUP_LANES * VEC], or the ring
     const int lane = threadIdx.x, group = threadIdx.y, groups = blockDim.y;
     const int c = (blockIdx.y * blockDim.x + lane) * VEC;
     const bool active = c < d;
@@ -305,6 +335,46 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
     const long long per_group = (last - first + groups - 1) / groups;
     const long long mine_lo = first + group * per_group;
     const long long mine_hi = mine_lo + per_group < last ? mine_lo + per_group : last;
+    if constexpr (PIPE) {  // one group: mine_lo = lo, mine_hi = hi, every row from kv_score
+        constexpr int P = PIPE_POSITIONS, S = PIPE_STAGES;
+        float4* ring = reinterpret_cast<float4*>(partial) + lane;  // [S][P][2][blockDim.x] float4
+        const float* rows = kv + (seg.start + lo - seg.prefix) * E + c;
+        const int n = (int)(hi - lo), rounds = (n + P - 1) / P;  // at most 128 positions
+        auto issue = [&](int r) {  // round r's rows into stage r % S (one commit group, maybe empty)
+            if (active && r < rounds) {
+#pragma unroll
+                for (int i = 0; i < P; ++i) {
+                    const int j = r * P + i;
+                    if (j < n) {
+                        float4* slot = ring + ((r % S) * P + i) * 2 * blockDim.x;
+                        cp_async16(slot, rows + (long long)j * E);
+                        cp_async16(slot + blockDim.x, rows + (long long)j * E + d);
+                    }
+                }
+            }
+            cp_async_commit();
+        };
+#pragma unroll
+        for (int r = 0; r < S - 1; ++r) issue(r);
+        for (int r = 0; r < rounds; ++r) {
+            issue(r + S - 1);  // into the stage pooled in round r - 1 (this thread's own pieces)
+            Vec<VEC> y[P], x[P], bias[P];
+#pragma unroll
+            for (int i = 0; i < P; ++i)
+                if (r * P + i < n) bias[i].load_nc(ape + (lo + r * P + i - base) * d + c);
+            cp_async_wait<S - 1>();  // round r's group has landed
+            if (!active) continue;
+#pragma unroll
+            for (int i = 0; i < P; ++i) {
+                const float4* slot = ring + ((r % S) * P + i) * 2 * blockDim.x;
+                const float4 yv = slot[0], xv = slot[blockDim.x];
+                y[i].v[0] = yv.x; y[i].v[1] = yv.y; y[i].v[2] = yv.z; y[i].v[3] = yv.w;
+                x[i].v[0] = xv.x; x[i].v[1] = xv.y; x[i].v[2] = xv.z; x[i].v[3] = xv.w;
+            }
+            pool_chunk<VEC, P>(y, x, bias, n - r * P, m, s, acc);
+        }
+        cp_async_wait<0>();
+    } else
     for (long long p0 = mine_lo; active && p0 < mine_hi; p0 += CHUNK) {
         Vec<VEC> y[CHUNK], x[CHUNK], bias[CHUNK];
 #pragma unroll
@@ -313,10 +383,7 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
             if (p < mine_hi) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
                 const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
-                if (p >= seg.prefix && PREFETCH) {
-                    y[i].load_stream(r + c);
-                    x[i].load_stream(r + d + c);
-                } else if (p >= seg.prefix) {
+                if (p >= seg.prefix) {
                     y[i].load_nc(r + c);
                     x[i].load_nc(r + d + c);
                 } else {
@@ -336,28 +403,7 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
                 x[i].store(dst + d + c);
             }
         }
-        if (!pooling) continue;
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            float xs[CHUNK], mc = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < CHUNK; ++i) {
-                xs[i] = p0 + i < mine_hi ? x[i].v[k] + bias[i].v[k] : -INFINITY;
-                mc = fmaxf(mc, xs[i]);
-            }
-            const float m2 = fmaxf(m[k], mc);
-            const float scale = expf(m[k] - m2);  // 0 while nothing was pooled (m = -inf)
-            float sc = 0.f, ac = 0.f;
-#pragma unroll
-            for (int i = 0; i < CHUNK; ++i) {
-                const float w = expf(xs[i] - m2);
-                sc += w;
-                ac += w * (p0 + i < mine_hi ? y[i].v[k] : 0.f);
-            }
-            s[k] = s[k] * scale + sc;
-            acc[k] = acc[k] * scale + ac;
-            m[k] = m2;
-        }
+        if (pooling) pool_chunk<VEC, CHUNK>(y, x, bias, mine_hi - p0, m, s, acc);
     }
     if (!pooling) return;
     if (group > 0) {

@@ -18,11 +18,16 @@ PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with p
 C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
 C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compress.cu's bound)
 C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
-C128_FILL_WAVES = 2  # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9)
+# ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9); the check
+# runs with DSV4_C128_FILL_WAVES=0 too, which sends every C128 call to the one-run path (and its
+# pipelined loop), so the small edge cases cover it
+C128_FILL_WAVES = int(os.environ.get("DSV4_C128_FILL_WAVES", "2"))
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
-# kv_score rows read with the L2::256B prefetch hint (compress.cu's PREFETCH) on the one-run path when
-# DSV4_C128_PREFETCH=1 (an experiment: default off until measured faster)
-C128_PREFETCH = int(os.environ.get("DSV4_C128_PREFETCH", "0"))
+# online segments of many new positions on the one-run path stream their rows through a shared-memory
+# ring by cp.async (compress.cu's PIPE: PIPE_STAGES x PIPE_POSITIONS rows of 128 x 16 bytes x 2);
+# DSV4_C128_PIPE=0 keeps them on the register loop (for a side-by-side run)
+C128_PIPE = os.environ.get("DSV4_C128_PIPE", "1") != "0"
+C128_PIPE_SHARED = 6 * 2 * 2 * 128 * 16
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -72,9 +77,10 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if layout.ratio == 4:
         expr = f"dsv4_compress_c4<{vec}, {MODE_ID[mode]}>"
     else:
-        prefetch = C128_PREFETCH if block[-1] == 1 and vec == 4 else 0
-        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {prefetch}>"
-        shared = (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
+        pipe = (C128_PIPE and mode == "online" and block[-1] == 1 and vec == 4
+                and plan["most_new"] > C128_ONE_RUN)
+        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {int(pipe)}>"
+        shared = C128_PIPE_SHARED if pipe else (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
