@@ -124,16 +124,20 @@ def _opt_in(kernel, shared, device):
 _opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
 
 
-def _allow_cluster16(kernel, device):
-    """A cluster of 16 CTAs is past the portable 8: the kernel opts in once (a driver attribute)."""
+def _two_per_sm(kernel, device):
+    """Kernels the host runs two CTAs an SM (wide1, wide<16>) ask for the largest shared-memory carveout
+    (the driver's own pick is a hint it may size for one CTA), and a cluster of 16 CTAs, past the
+    portable 8, is opted in; once per kernel (driver attributes)."""
     fn = _loader.kernel("topk_indices.cu", kernel, device)
-    if fn.ptr not in _non_portable:
+    if fn.ptr not in _attributes_set:
         from cupy_backends.cuda.api import driver
-        driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-        _non_portable.add(fn.ptr)
+        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+        if kernel == f"dsv4_topk_indices_wide<{CLUSTER16}>":
+            driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        _attributes_set.add(fn.ptr)
 
 
-_non_portable = set()  # kernel pointers opted in for clusters of 16
+_attributes_set = set()  # kernel pointers _two_per_sm has set up
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True):
@@ -199,8 +203,8 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            if grid[0] == CLUSTER16 and len(grid) == 2:
-                _allow_cluster16(kernel, logits.device)
+            if kernel in ("dsv4_topk_indices_wide1", f"dsv4_topk_indices_wide<{CLUSTER16}>"):
+                _two_per_sm(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
     return out

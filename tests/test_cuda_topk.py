@@ -193,3 +193,21 @@ def test_the_wide_kernels_fit_what_the_host_counts_on():
         assert res[kernel]["registers"] <= 32 and res[kernel]["spill_stores"] == 0, (kernel, res[kernel])
     for cluster in (2, 4, 8, 16):
         assert res[f"dsv4_topk_indices_wide<{cluster}>"]["smem"] == T.WIDE_STATIC_SHARED
+
+
+def test_every_launch_passes_as_many_arguments_as_its_kernel_takes():
+    # the wrapper passes 8 common arguments (logits .. page_size) and then the launch's extra ones
+    import re
+    from pathlib import Path
+    source = (Path(T.__file__).parent / "topk_indices.cu").read_text()
+
+    def parameters(kernel):
+        name = kernel.split("<")[0]
+        match = re.search(rf"\b{name}\(([^)]*)\)\s*{{", source)
+        assert match, name
+        return len(match.group(1).split(","))
+
+    for choice in ("fast", "split", "wide", "cluster", "v2"):
+        for batch, columns in [(64, 16384), (256, 16384), (64, 65536), (64, 262144), (1, 65536), (3, 3000)]:
+            for kernel, _, _, _, extra in T.launches(batch, columns, True, *H200_16, choice=choice):
+                assert parameters(kernel) == 8 + len(extra), (choice, kernel, extra)
