@@ -274,7 +274,8 @@ constexpr int PIPE_STAGES = 6, PIPE_POSITIONS = 2;
 template <int VEC, int MODE, int PIPE>
 __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
-        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
+        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl,
+        int stagger) {
     static_assert(!PIPE || (VEC == 4 && MODE == MODE_ONLINE), "the pipelined path: online mode, 16-byte rows");
     constexpr int CHUNK = 4;
     // groups > 1: (max, sum, weighted sum) of groups 1.., C128_GROUP_LANES x VEC channels each; PIPE: the
@@ -335,20 +336,26 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
     const long long per_group = (last - first + groups - 1) / groups;
     const long long mine_lo = first + group * per_group;
     const long long mine_hi = mine_lo + per_group < last ? mine_lo + per_group : last;
+    // Each CTA walks its run of positions from its own starting point (a rotation by blockIdx.x x stagger
+    // positions, wrapping): CTAs walking in step would read rows exactly one block (128 rows, 512 KB at
+    // d = 512) apart at every moment, a power-of-two stride that DRAM's address hashing may serve from
+    // few channels. stagger 0 keeps every run in position order.
+    const int run = (int)(mine_hi - mine_lo);  // at most 128 positions
+    const int rot = run > 0 ? (int)((blockIdx.x * (unsigned)stagger) & 127u) % run : 0;
     if constexpr (PIPE) {  // one group: mine_lo = lo, mine_hi = hi, every row from kv_score
         constexpr int P = PIPE_POSITIONS, S = PIPE_STAGES;
         float4* ring = reinterpret_cast<float4*>(partial) + lane;  // [S][P][2][blockDim.x] float4
         const float* rows = kv + (seg.start + lo - seg.prefix) * E + c;
-        const int n = (int)(hi - lo), rounds = (n + P - 1) / P;  // at most 128 positions
+        const int n = run, rounds = (n + P - 1) / P;
         auto issue = [&](int r) {  // round r's rows into stage r % S (one commit group, maybe empty)
             if (active && r < rounds) {
 #pragma unroll
                 for (int i = 0; i < P; ++i) {
-                    const int j = r * P + i;
+                    const int j = r * P + i, q = (j + rot) % n;
                     if (j < n) {
                         float4* slot = ring + ((r % S) * P + i) * 2 * blockDim.x;
-                        cp_async16(slot, rows + (long long)j * E);
-                        cp_async16(slot + blockDim.x, rows + (long long)j * E + d);
+                        cp_async16(slot, rows + (long long)q * E);
+                        cp_async16(slot + blockDim.x, rows + (long long)q * E + d);
                     }
                 }
             }
@@ -361,7 +368,7 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
             Vec<VEC> y[P], x[P], bias[P];
 #pragma unroll
             for (int i = 0; i < P; ++i)
-                if (r * P + i < n) bias[i].load_nc(ape + (lo + r * P + i - base) * d + c);
+                if (r * P + i < n) bias[i].load_nc(ape + (lo + (r * P + i + rot) % n - base) * d + c);
             cp_async_wait<S - 1>();  // round r's group has landed
             if (!active) continue;
 #pragma unroll
@@ -375,12 +382,15 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         }
         cp_async_wait<0>();
     } else
-    for (long long p0 = mine_lo; active && p0 < mine_hi; p0 += CHUNK) {
+    for (int q0 = 0; active && q0 < run; q0 += CHUNK) {
         Vec<VEC> y[CHUNK], x[CHUNK], bias[CHUNK];
+        long long pos[CHUNK];  // the chunk's positions, in the CTA's rotated order
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) pos[i] = mine_lo + (q0 + i + rot) % run;
 #pragma unroll
         for (int i = 0; i < CHUNK; ++i) {
-            const long long p = p0 + i;
-            if (p < mine_hi) {
+            const long long p = pos[i];
+            if (q0 + i < run) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
                 const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
                 if (p >= seg.prefix) {
@@ -395,15 +405,15 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         if (storing) {
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i) {
-                const long long p = p0 + i;
-                if (p < seg.prefix || p >= hi || p >= mine_hi) continue;
+                const long long p = pos[i];
+                if (p < seg.prefix || p >= hi || q0 + i >= run) continue;
                 float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, state, E);
                 if (!dst) continue;
                 y[i].store(dst + c);
                 x[i].store(dst + d + c);
             }
         }
-        if (pooling) pool_chunk<VEC, CHUNK>(y, x, bias, mine_hi - p0, m, s, acc);
+        if (pooling) pool_chunk<VEC, CHUNK>(y, x, bias, run - q0, m, s, acc);
     }
     if (!pooling) return;
     if (group > 0) {

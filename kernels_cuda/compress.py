@@ -23,11 +23,14 @@ C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 # pipelined loop), so the small edge cases cover it
 C128_FILL_WAVES = int(os.environ.get("DSV4_C128_FILL_WAVES", "2"))
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
-# online segments of many new positions on the one-run path stream their rows through a shared-memory
-# ring by cp.async (compress.cu's PIPE: PIPE_STAGES x PIPE_POSITIONS rows of 128 x 16 bytes x 2);
-# DSV4_C128_PIPE=0 keeps them on the register loop (for a side-by-side run)
-C128_PIPE = os.environ.get("DSV4_C128_PIPE", "1") != "0"
+# DSV4_C128_PIPE=1: online segments of many new positions on the one-run path stream their rows through
+# a shared-memory ring by cp.async (compress.cu's PIPE: PIPE_STAGES x PIPE_POSITIONS rows of 128 x 16
+# bytes x 2). Off: it measured slower than the register loop (64K prefill 78.7 against 74.9 us, H200, 860584d)
+C128_PIPE = os.environ.get("DSV4_C128_PIPE", "0") != "0"
 C128_PIPE_SHARED = 6 * 2 * 2 * 128 * 16
+# CTA b starts its run of positions (b x C128_STAGGER) mod 128 positions in (compress.cu, `stagger`);
+# DSV4_C128_STAGGER=0 walks every run in position order
+C128_STAGGER = int(os.environ.get("DSV4_C128_STAGGER", "41"))
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -89,7 +92,8 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
             (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
-        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device,
+        extra = () if layout.ratio == 4 else (C128_STAGGER,)
+        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl), *extra), device,
                shared_mem=shared, pdl=pdl)
     if scratch is not None:
         launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
