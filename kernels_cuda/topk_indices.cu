@@ -958,6 +958,9 @@ __device__ __forceinline__ void wide_barrier() {
     }
 }
 
+// Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
+#define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
+
 // This CTA's counts summed with its peers' into `sum` (4 bins a thread; `sum` may be `local`
 // for CLUSTER 1). Call after a wide_barrier that follows the counting.
 template <int CLUSTER>
@@ -965,7 +968,7 @@ __device__ __forceinline__ void wide_sum(const int* local, int* sum) {
     const int t = threadIdx.x;
     if (CLUSTER > 1) {
         int4 total = make_int4(0, 0, 0, 0);
-#pragma unroll 2
+#pragma unroll WIDE_PEER_READS(CLUSTER)
         for (int r = 0; r < CLUSTER; ++r) {
             const int4 part = load_peer4(&local[4 * t], r);
             total.x += part.x;
@@ -1090,16 +1093,21 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     if (from_hists) {
         unsigned long long before_here = 0ull;  // above | inside << 32 (each < 2^31: no carry)
         if (rank > 0 && 4 * t + 3 >= (int)bin) {
+            constexpr int READS = WIDE_PEER_READS(CLUSTER);
+            for (int r0 = 0; r0 < rank; r0 += READS) {  // READS peers' 16 bytes in flight, then summed
+                int4 part[READS];
 #pragma unroll
-            for (int r = 0; r < CLUSTER - 1; ++r) {  // unrolled: the peers' reads in flight together
-                if (r >= rank) break;
-                const int4 part = load_peer4(&s.hist[4 * t], r);
-                const int c[4] = {part.x, part.y, part.z, part.w};
+                for (int j = 0; j < READS; ++j)
+                    part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], r0 + j) : make_int4(0, 0, 0, 0);
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const unsigned int b = 4u * t + e;
-                    if (b > bin) before_here += (unsigned long long)c[e];
-                    else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+                for (int j = 0; j < READS; ++j) {
+                    const int c[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const unsigned int b = 4u * t + e;
+                        if (b > bin) before_here += (unsigned long long)c[e];
+                        else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+                    }
                 }
             }
         }
