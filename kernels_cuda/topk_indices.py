@@ -14,6 +14,7 @@ instead of reading them from the peers' histograms."""
 
 import functools
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -131,13 +132,17 @@ def _two_per_sm(kernel, device):
     fn = _loader.kernel("topk_indices.cu", kernel, device)
     if fn.ptr not in _attributes_set:
         from cupy_backends.cuda.api import driver
-        driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+        try:  # a hint: a driver that refuses it leaves the kernel as it was
+            driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
+        except driver.CUDADriverError:
+            pass
         if kernel == f"dsv4_topk_indices_wide<{CLUSTER16}>":
             driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         _attributes_set.add(fn.ptr)
 
 
 _attributes_set = set()  # kernel pointers _two_per_sm has set up
+_no_cluster16 = set()  # devices whose driver refused a 16-CTA cluster launch: 8 CTAs there from then on
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True):
@@ -191,7 +196,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         sms, clusters = _device(device_index)
-        if os.environ.get("DSV4_TOPK_CLUSTER16", "1") == "0":
+        if os.environ.get("DSV4_TOPK_CLUSTER16", "1") == "0" or device_index in _no_cluster16:
             clusters = tuple(c for c in clusters if c != CLUSTER16)
         runs = launches(layout.batch, layout.columns, aligned, sms, clusters,
                         choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
@@ -205,6 +210,16 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                 _opt_in(kernel, shared, logits.device)
             if kernel in ("dsv4_topk_indices_wide1", f"dsv4_topk_indices_wide<{CLUSTER16}>"):
                 _two_per_sm(kernel, logits.device)
-            launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
-                   pdl=pdl)
+            try:
+                launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device,
+                       shared_mem=shared, pdl=pdl)
+            except RuntimeError as err:  # a launch the driver refuses fails here, before anything runs
+                if grid[0] != CLUSTER16 or len(grid) != 2:
+                    raise
+                # A non-portable cluster the GPU (or its partition) cannot co-schedule: the rows take 8
+                # CTAs on this device from now on, and this call is made again that way (every slot of
+                # `out` is written again, so a kernel that ran before this one is harmless)
+                warnings.warn(f"topk_indices (CUDA): {kernel} refused ({err}); 8-CTA clusters on this device")
+                _no_cluster16.add(device_index)
+                return topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=False)
     return out

@@ -211,3 +211,29 @@ def test_every_launch_passes_as_many_arguments_as_its_kernel_takes():
         for batch, columns in [(64, 16384), (256, 16384), (64, 65536), (64, 262144), (1, 65536), (3, 3000)]:
             for kernel, _, _, _, extra in T.launches(batch, columns, True, *H200_16, choice=choice):
                 assert parameters(kernel) == 8 + len(extra), (choice, kernel, extra)
+
+
+def test_a_refused_16_cta_launch_falls_back_to_8_for_good(monkeypatch):
+    # where the driver cannot co-schedule a non-portable cluster the call is made again with 8 CTAs
+    # a row, and later calls on that device start there (the launches stubbed: no GPU here)
+    import torch
+
+    from harness import inputs
+    launched = []
+
+    def launch(source, kernel, grid, block, args, device, shared_mem=0, pdl=False):
+        launched.append(grid)
+        if grid[0] == 16:
+            raise RuntimeError("CUDA_ERROR_INVALID_CLUSTER_SIZE")
+
+    monkeypatch.setattr(T, "_device", lambda index: H200_16)
+    monkeypatch.setattr(T, "_opt_in", lambda kernel, shared, device: None)
+    monkeypatch.setattr(T, "_two_per_sm", lambda kernel, device: None)
+    monkeypatch.setattr(T, "launch", launch)
+    monkeypatch.setattr(T, "_no_cluster16", set())
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    x = inputs.topk_inputs(seq_lens=[262144, 9000], columns=262144, k=512, page_size=64, seed=1)
+    with pytest.warns(UserWarning, match="8-CTA clusters"):
+        x.call(T.topk_indices, validate=False)
+    x.call(T.topk_indices, validate=False)
+    assert launched == [(16, 2), (8, 2), (8, 2)]
