@@ -865,10 +865,13 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         for (int i = 0; i < VECS; ++i)
             if (any_at_or_above(key[i], lo))
                 place4(key[i], 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
-                       [&](int slot, unsigned int e, int column) { candidates[slot] = make_uint2(e, (unsigned int)column); });
+                       [&](int slot, unsigned int e, int column) {
+                           candidates[slot] = make_uint2(e, (unsigned int)column);
+                       });
         __syncthreads();
         // the `remaining` best candidates go to slots above_total + rank
-        rank_candidates(candidates, inside, remaining, [&](int rank, int column) { staging[above_total + rank] = column; });
+        rank_candidates(candidates, inside, remaining,
+                        [&](int rank, int column) { staging[above_total + rank] = column; });
     } else {
         // Heavy ties in the threshold bin: the exact radix of the v2 kernel over the bin's key range.
         while (inside != remaining && hi != lo) {  // every thread decides the same
@@ -997,7 +1000,7 @@ struct __align__(16) WideShared {
     unsigned long long warp_before[TOPK_WARPS];   // per warp: peers' keys before this CTA (above | inside << 32)
     int warp_sums[TOPK_WARPS];
     int s_threshold[3];
-    int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties: peers read them)
+    int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties)
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
 
