@@ -27,8 +27,7 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 # named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
 KERNELS = {
     "compress.cu": [f"dsv4_compress_c4<{v}, {m}>" for v in (4, 1) for m in (0, 1)]
-                   + [f"dsv4_compress_c128<{v}, {m}, 0>" for v in (4, 1) for m in (0, 1, 2)]
-                   + ["dsv4_compress_c128<4, 2, 1>"]
+                   + [f"dsv4_compress_c128<{v}, {m}, {t}>" for v, t in ((4, 1), (4, 0), (1, 0)) for m in (0, 1, 2)]
                    + ["dsv4_compress_online_commit"],
     "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
                           "dsv4_indexer_logits_wgmma<6>"],

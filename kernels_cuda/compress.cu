@@ -20,6 +20,12 @@ template <> struct Vec<4> {
         const float4 x = __ldg(reinterpret_cast<const float4*>(p));
         v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
     }
+    __device__ __forceinline__ void load_stream(const float* p) {  // read once: no L1 line, L2 evict-first
+        unsigned long long policy;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+        asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
+                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(p), "l"(policy));
+    }
     __device__ __forceinline__ void store(float* p) const {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     }
@@ -28,6 +34,7 @@ template <> struct Vec<1> {
     float v[1];
     __device__ __forceinline__ void load(const float* p) { v[0] = *p; }
     __device__ __forceinline__ void load_nc(const float* p) { v[0] = __ldg(p); }
+    __device__ __forceinline__ void load_stream(const float* p) { v[0] = __ldg(p); }
     __device__ __forceinline__ void store(float* p) const { *p = v[0]; }
 };
 
@@ -262,25 +269,21 @@ __device__ __forceinline__ void pool_chunk(const Vec<VEC> (&y)[CHUNK], const Vec
     }
 }
 
-// PIPE (online mode, one run of positions a thread, VEC 4): the new rows stream through a ring of
-// PIPE_STAGES x PIPE_POSITIONS rows in shared memory by cp.async, PIPE_STAGES - 1 stages ahead of the
-// pooling. Each thread copies and reads back only its own 16-byte pieces, so no barrier is needed. In
-// flight an SM (4 CTAs of 128 threads): 5 x 2 x 2 x 16 B x 512 = 160 KB of kv_score, where the
-// register loop has at most 64 KB, in rounds of load, wait, pool (it ran the 64K prefill at 75 us, 88 %
-// of the 4.05 TB/s read floor; H200, 93e251d). Loading 6 positions a round instead of 4 in registers
-// measured slower (77.0 us).
-constexpr int PIPE_STAGES = 6, PIPE_POSITIONS = 2;
-
-template <int VEC, int MODE, int PIPE>
+// STREAM: rows of kv_score (read once) are loaded with the L2 evict-first policy, so the L2 gives up
+// those lines before any other: the lines a kernel before left (an engine's weights and caches, or the
+// dirty lines of the timer's L2 flush, which must be written back to DRAM when evicted) stay. On the H200
+// the 64K prefill's 268 MB of reads ran at 75-77 us with plain loads whatever the loop did (2.5x the
+// bytes in flight through a cp.async ring: 78.7; 6 positions a round: 77.0; staggered starting points
+// per CTA: 76.8; SGLang 76.4), where the timer's flush leaves up to 60 MB of dirty lines to write back
+// while it runs (860584d, a7406bb).
+template <int VEC, int MODE, int STREAM>
 __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
-        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl,
-        int stagger) {
-    static_assert(!PIPE || (VEC == 4 && MODE == MODE_ONLINE), "the pipelined path: online mode, 16-byte rows");
+        float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
     constexpr int CHUNK = 4;
-    // groups > 1: (max, sum, weighted sum) of groups 1.., C128_GROUP_LANES x VEC channels each; PIPE: the
-    // row ring. Dynamic, sized by the host: the plain one-run launches take no shared memory from L1
-    extern __shared__ float partial[];  // [blockDim.y - 1][3][C128_GROUP_LANES * VEC], or the ring
+    // (max, sum, weighted sum) of groups 1.., C128_GROUP_LANES x VEC channels each: dynamic, sized by the
+    // host, so the one-group launches (decode, prefill) take no shared memory from L1
+    extern __shared__ float partial[];  // [blockDim.y - 1][3][C128_GROUP_LANES * VEC]
     const int lane = threadIdx.x, group = threadIdx.y, groups = blockDim.y;
     const int c = (blockIdx.y * blockDim.x + lane) * VEC;
     const bool active = c < d;
@@ -336,64 +339,18 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
     const long long per_group = (last - first + groups - 1) / groups;
     const long long mine_lo = first + group * per_group;
     const long long mine_hi = mine_lo + per_group < last ? mine_lo + per_group : last;
-    // Each CTA walks its run of positions from its own starting point (a rotation by blockIdx.x x stagger
-    // positions, wrapping): CTAs walking in step would read rows exactly one block (128 rows, 512 KB at
-    // d = 512) apart at every moment, a power-of-two stride that DRAM's address hashing may serve from
-    // few channels. stagger 0 keeps every run in position order.
-    const int run = (int)(mine_hi - mine_lo);  // at most 128 positions
-    const int rot = run > 0 ? (int)((blockIdx.x * (unsigned)stagger) & 127u) % run : 0;
-    if constexpr (PIPE) {  // one group: mine_lo = lo, mine_hi = hi, every row from kv_score
-        constexpr int P = PIPE_POSITIONS, S = PIPE_STAGES;
-        float4* ring = reinterpret_cast<float4*>(partial) + lane;  // [S][P][2][blockDim.x] float4
-        const float* rows = kv + (seg.start + lo - seg.prefix) * E + c;
-        const int n = run, rounds = (n + P - 1) / P;
-        auto issue = [&](int r) {  // round r's rows into stage r % S (one commit group, maybe empty)
-            if (active && r < rounds) {
-#pragma unroll
-                for (int i = 0; i < P; ++i) {
-                    const int j = r * P + i, q = (j + rot) % n;
-                    if (j < n) {
-                        float4* slot = ring + ((r % S) * P + i) * 2 * blockDim.x;
-                        cp_async16(slot, rows + (long long)q * E);
-                        cp_async16(slot + blockDim.x, rows + (long long)q * E + d);
-                    }
-                }
-            }
-            cp_async_commit();
-        };
-#pragma unroll
-        for (int r = 0; r < S - 1; ++r) issue(r);
-        for (int r = 0; r < rounds; ++r) {
-            issue(r + S - 1);  // into the stage pooled in round r - 1 (this thread's own pieces)
-            Vec<VEC> y[P], x[P], bias[P];
-#pragma unroll
-            for (int i = 0; i < P; ++i)
-                if (r * P + i < n) bias[i].load_nc(ape + (lo + (r * P + i + rot) % n - base) * d + c);
-            cp_async_wait<S - 1>();  // round r's group has landed
-            if (!active) continue;
-#pragma unroll
-            for (int i = 0; i < P; ++i) {
-                const float4* slot = ring + ((r % S) * P + i) * 2 * blockDim.x;
-                const float4 yv = slot[0], xv = slot[blockDim.x];
-                y[i].v[0] = yv.x; y[i].v[1] = yv.y; y[i].v[2] = yv.z; y[i].v[3] = yv.w;
-                x[i].v[0] = xv.x; x[i].v[1] = xv.y; x[i].v[2] = xv.z; x[i].v[3] = xv.w;
-            }
-            pool_chunk<VEC, P>(y, x, bias, n - r * P, m, s, acc);
-        }
-        cp_async_wait<0>();
-    } else
-    for (int q0 = 0; active && q0 < run; q0 += CHUNK) {
+    for (long long p0 = mine_lo; active && p0 < mine_hi; p0 += CHUNK) {
         Vec<VEC> y[CHUNK], x[CHUNK], bias[CHUNK];
-        long long pos[CHUNK];  // the chunk's positions, in the CTA's rotated order
-#pragma unroll
-        for (int i = 0; i < CHUNK; ++i) pos[i] = mine_lo + (q0 + i + rot) % run;
 #pragma unroll
         for (int i = 0; i < CHUNK; ++i) {
-            const long long p = pos[i];
-            if (q0 + i < run) {
+            const long long p = p0 + i;
+            if (p < mine_hi) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
                 const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
-                if (p >= seg.prefix) {
+                if (p >= seg.prefix && STREAM) {
+                    y[i].load_stream(r + c);
+                    x[i].load_stream(r + d + c);
+                } else if (p >= seg.prefix) {
                     y[i].load_nc(r + c);
                     x[i].load_nc(r + d + c);
                 } else {
@@ -405,15 +362,15 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         if (storing) {
 #pragma unroll
             for (int i = 0; i < CHUNK; ++i) {
-                const long long p = pos[i];
-                if (p < seg.prefix || p >= hi || q0 + i >= run) continue;
+                const long long p = p0 + i;
+                if (p < seg.prefix || p >= hi || p >= mine_hi) continue;
                 float* dst = kept_row<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, state, E);
                 if (!dst) continue;
                 y[i].store(dst + c);
                 x[i].store(dst + d + c);
             }
         }
-        if (pooling) pool_chunk<VEC, CHUNK>(y, x, bias, run - q0, m, s, acc);
+        if (pooling) pool_chunk<VEC, CHUNK>(y, x, bias, mine_hi - p0, m, s, acc);
     }
     if (!pooling) return;
     if (group > 0) {

@@ -18,19 +18,13 @@ PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with p
 C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
 C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compress.cu's bound)
 C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
-# ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9); the check
-# runs with DSV4_C128_FILL_WAVES=0 too, which sends every C128 call to the one-run path (and its
-# pipelined loop), so the small edge cases cover it
+# ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9);
+# DSV4_C128_FILL_WAVES=0 sends every C128 call to the one-run path (the check's small cases then cover it)
 C128_FILL_WAVES = int(os.environ.get("DSV4_C128_FILL_WAVES", "2"))
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
-# DSV4_C128_PIPE=1: online segments of many new positions on the one-run path stream their rows through
-# a shared-memory ring by cp.async (compress.cu's PIPE: PIPE_STAGES x PIPE_POSITIONS rows of 128 x 16
-# bytes x 2). Off: it measured slower than the register loop (64K prefill 78.7 against 74.9 us, H200, 860584d)
-C128_PIPE = os.environ.get("DSV4_C128_PIPE", "0") != "0"
-C128_PIPE_SHARED = 6 * 2 * 2 * 128 * 16
-# CTA b starts its run of positions (b x C128_STAGGER) mod 128 positions in (compress.cu, `stagger`);
-# DSV4_C128_STAGGER=0 walks every run in position order
-C128_STAGGER = int(os.environ.get("DSV4_C128_STAGGER", "41"))
+# kv_score rows loaded with the L2 evict-first policy (compress.cu's STREAM); DSV4_C128_STREAM=0 loads
+# them plainly (for a side-by-side run)
+C128_STREAM = int(os.environ.get("DSV4_C128_STREAM", "1"))
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -80,10 +74,8 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     if layout.ratio == 4:
         expr = f"dsv4_compress_c4<{vec}, {MODE_ID[mode]}>"
     else:
-        pipe = (C128_PIPE and mode == "online" and block[-1] == 1 and vec == 4
-                and plan["most_new"] > C128_ONE_RUN)
-        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {int(pipe)}>"
-        shared = C128_PIPE_SHARED if pipe else (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
+        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {C128_STREAM if vec == 4 else 0}>"
+        shared = (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
@@ -92,8 +84,7 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
             (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
-        extra = () if layout.ratio == 4 else (C128_STAGGER,)
-        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl), *extra), device,
+        launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device,
                shared_mem=shared, pdl=pdl)
     if scratch is not None:
         launch("compress.cu", "dsv4_compress_online_commit", (plan["n_seg"],), (256,), (state, scratch, segments, d),
