@@ -581,6 +581,22 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, unsigned long long 
         : "l"(a), "l"(b));
 }
 
+// as wgmma_m64n32k16_ss, d = A B^T when `accumulate` is 0: s need not be zeroed by other
+// instructions while the previous tile's P V is still in flight (the LATE_PV pipe body)
+__device__ __forceinline__ void wgmma_m64n32k16_ss_set(float* d, unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %18, 0;\n"  // scale-d: accumulate into d, or overwrite it
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, 0, 0;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WG_D32(i) WG_D8(i), WG_D8(i + 8), WG_D8(i + 16), WG_D8(i + 24)
 // d[64 x 256] += A[64 x 16] (registers, bf16x2) B[16 x 256], B MN-major in shared memory (trans-b 1)
@@ -624,6 +640,8 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss(float* d, unsigned long long
         : "l"(a), "l"(b));
 }
 __device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+// named barrier `id` over the `count` threads that reach it (bar.sync waits)
+__device__ __forceinline__ void wg_bar_sync(int id, int count = 128) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
 #else
 #define WG_AVAILABLE 0
 #endif
@@ -1140,9 +1158,15 @@ __global__ void __launch_bounds__(256, 1)
 #define FP8_PIPE_SHARED_BYTES \
     (1024 + WG_MAT_BYTES + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
 
+// LATE_PV bodies: the two warpgroups' P blocks (64 lines of 128 bytes each) after the loader's
+// region, 1024-aligned for the swizzle; the bf16 pipe and pair loaders both fit in LATE_SHARED_BYTES
+#define LATE_P_AT(loader_bytes) (((loader_bytes) + 1023) / 1024 * 1024)
+#define LATE_SHARED_BYTES (1024 + WG_MAT_BYTES + LATE_P_AT(PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + 1024) + 2 * 64 * 128)
+
 #if WG_AVAILABLE
 struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-row stages
     static constexpr bool ANY_HEADS = false;  // launched for whole 64-head blocks only
+    static constexpr int SHARED_BYTES = PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + PIPE_BF16_STAGES * PIPE_TILE * 4;
     const unsigned char* kv;
     const int* idx_row;
     int n, tiles;
@@ -1212,6 +1236,8 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
 // raw stage is refilled before tile i's softmax reads its flags).
 struct PipeFp8Rows {
     static constexpr bool ANY_HEADS = true;
+    static constexpr int SHARED_BYTES = 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES +
+                                        PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4;
     const unsigned char* cache;
     long long page_stride;  // bytes; page offsets are 64-bit
     int page_shift;
@@ -1314,10 +1340,22 @@ struct PipeFp8Rows {
     }
     __device__ __forceinline__ void finish() {}
 };
+// the launches' sizes (the Python side passes these) are the loaders' regions after the slack and Q
+static_assert(1024 + WG_MAT_BYTES + PipeBf16Rows::SHARED_BYTES == BF16_PIPE_SHARED_BYTES, "bf16 pipe layout");
+static_assert(1024 + WG_MAT_BYTES + PipeFp8Rows::SHARED_BYTES == FP8_PIPE_SHARED_BYTES, "FP8 pipe layout");
 
 // The pipe kernels' body: Q at `smem` (64 swizzled lines), the rows through `rows`; n = this
 // split's indices.
-template <bool HAS_SINK, bool SPLIT, class Rows>
+// LATE_PV (bf16 loaders): P V(i) is left running while the loader's refill and overlap work, the
+// next top (copy wait, barrier) and the next S are issued; the wait for S(i + 1) (wgmma groups
+// complete in order) covers it, so the barrier after the S exchange is where every thread is done
+// with tile i, and refill(i) / overlap(i, *) run after P V(i) is issued, relying only on every
+// thread being done with tile i - 1. P goes to shared memory (LATE_P_BYTES after the loader's
+// region, K-major 128-byte swizzle as in wgmma2) for a P V with both operands there: P in
+// registers would have to stay untouched until P V(i) is done, and ptxas then waits for P V(i)
+// before the next S, which reuses those registers. Without LATE_PV, P V(i) is waited for before
+// the next top (the first release's order).
+template <bool HAS_SINK, bool SPLIT, bool LATE_PV, class Rows>
 __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, const unsigned short* q,
                                                const float* sink, unsigned short* out, float* lse, float* part_out,
                                                float* part_lse, int n, int heads, float sm_scale) {
@@ -1353,6 +1391,10 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
     float* s_part = rows.s_part();
     float* mine = s_part + ((half * 4 + wq) * 16) * 32 + lane;
     const float* other = s_part + (((half ^ 1) * 4 + wq) * 16) * 32 + lane;
+    // LATE_PV: this warpgroup's P block [64 heads x 32 rows] bf16, in lines of 128 bytes
+    unsigned char* p_s = smem + WG_MAT_BYTES + LATE_P_AT(Rows::SHARED_BYTES) + half * 64 * 128;
+    static_assert(!LATE_PV || 1024 + WG_MAT_BYTES + LATE_P_AT(Rows::SHARED_BYTES) + 2 * 64 * 128 <= LATE_SHARED_BYTES,
+                  "the LATE_PV P blocks past the launch's shared memory");
     rows.start();
 #pragma unroll 1
     for (int i = 0; i < tiles; ++i) {
@@ -1361,56 +1403,107 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
 
         // S over this warpgroup's 256 dims: chunks 4 half .. 4 half + 3, 4 k-steps of 32 bytes in each
         float s[16];
+        if (!LATE_PV) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) s[j] = 0.f;
+            for (int j = 0; j < 16; ++j) s[j] = 0.f;
+        }
 #pragma unroll
         for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
         wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 16; ++ks) {
             const unsigned int chunk_k = half * 4 + (ks >> 2), off = (ks & 3) * 32;
-            wgmma_m64n32k16_ss(s, wg_desc(q_addr + chunk_k * WG_CHUNK_BYTES(64) + off, 16, 1024),
-                               wg_desc(tile_addr + chunk_k * WG_CHUNK_BYTES(PIPE_TILE) + off, 16, 1024));
+            const unsigned long long a = wg_desc(q_addr + chunk_k * WG_CHUNK_BYTES(64) + off, 16, 1024);
+            const unsigned long long b = wg_desc(tile_addr + chunk_k * WG_CHUNK_BYTES(PIPE_TILE) + off, 16, 1024);
+            if (LATE_PV) {
+                wgmma_m64n32k16_ss_set(s, a, b, ks > 0);  // the first k-step overwrites s
+            } else {
+                wgmma_m64n32k16_ss(s, a, b);
+            }
         }
         wg_commit();
-        // while the tensor cores compute S: the next copies (their issue off the path to the MMAs),
-        // then the loader's overlapped work
-        rows.refill(i);
-        rows.overlap(i, 0);
-        wg_wait0();
+        if (!LATE_PV) {
+            // while the tensor cores compute S: the next copies (their issue off the path to the
+            // MMAs), then the loader's overlapped work
+            rows.refill(i);
+            rows.overlap(i, 0);
+        }
+        wg_wait0();  // S(i); LATE_PV: and P V(i - 1), issued before it
 #pragma unroll
         for (int j = 0; j < 16; ++j) wg_fence_operand(s[j]);
+        if (LATE_PV) {
+#pragma unroll
+            for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+        }
 #pragma unroll
         for (int j = 0; j < 16; ++j) mine[j * 32] = s[j];
-        __syncthreads();  // partials visible
+        __syncthreads();  // partials visible; LATE_PV: every thread's P V(i - 1) is done
 
         // s[4 nt + c]: row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1) of the tile
         tile_softmax<4>(s, other, valid_s, half, t, scale2, m_lo, m_hi, l_lo, l_hi, o);
 
         // O += P V: k-step ks covers tile rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
         // N = dims half * 256 .. +255 (4 chunks, LBO 4 KB)
-        unsigned int p[2][4];
+        if (LATE_PV) {
+            // P (row r, column k) at r * 128 + ((k / 8) ^ (r & 7)) * 16 + (k & 7) * 2: this thread's
+            // rows 16 wq + g (+8), columns 8 nt + 2 t (+1). The P block of tile i - 1 is free:
+            // every thread's P V(i - 1) was done at the exchange barrier above
+            const int r_lo = wq * 16 + g;
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-            p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
-            p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
-            p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
-            p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+            for (int nt = 0; nt < 4; ++nt) {
+                *reinterpret_cast<unsigned int*>(p_s + r_lo * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt], s[4 * nt + 1]);
+                *reinterpret_cast<unsigned int*>(p_s + (r_lo + 8) * 128 + ((nt ^ g) << 4) + 4 * t) =
+                    pack_bf16(s[4 * nt + 2], s[4 * nt + 3]);
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+            wg_bar_sync(1 + half);  // the warpgroup's whole P block
+#pragma unroll
+            for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+            wg_fence();
+            const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks)
+                wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024),
+                                    wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(PIPE_TILE) + ks * 16 * 128,
+                                            WG_CHUNK_BYTES(PIPE_TILE), 1024));
+            wg_commit();
+            // under P V(i), which stays in flight into the next tile
+            rows.refill(i);
+            rows.overlap(i, 0);
+            rows.overlap(i, 1);
+        } else {
+            unsigned int p[2][4];
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks) {
+                p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+                p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+                p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+                p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+            }
+#pragma unroll
+            for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
+            wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < 2; ++ks)
+                wgmma_m64n256k16_rs(o, p[ks], wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(PIPE_TILE) + ks * 16 * 128,
+                                                      WG_CHUNK_BYTES(PIPE_TILE), 1024));
+            wg_commit();
+            rows.overlap(i, 1);  // while the tensor cores compute P V
+            wg_wait0();
+#pragma unroll
+            for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
         }
-#pragma unroll
-        for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
-        wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks)
-            wgmma_m64n256k16_rs(o, p[ks], wg_desc(tile_addr + half * 4 * WG_CHUNK_BYTES(PIPE_TILE) + ks * 16 * 128,
-                                                  WG_CHUNK_BYTES(PIPE_TILE), 1024));
-        wg_commit();
-        rows.overlap(i, 1);  // while the tensor cores compute P V
+        // no barrier here: the next top barrier orders these reads of s_part, the flags and the
+        // tile before anyone rewrites them (LATE_PV: the tile's and the P block's, the exchange
+        // barrier of the next tile)
+    }
+    // LATE_PV: the last P V. Only on the path through the loop: where a path with no tile joins one
+    // with a wgmma in flight, or where the wait is conditional inside the loop, ptxas waits for
+    // (or serialises) every wgmma
+    if (LATE_PV && tiles > 0) {
         wg_wait0();
 #pragma unroll
         for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
-        // no barrier here: the next top barrier orders these reads of s_part, the flags and the
-        // tile before anyone rewrites them
     }
     cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
     rows.finish();  // the loader's own copies (the pair loaders' copies to the peer CTA) likewise
@@ -1418,7 +1511,8 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
 }
 #endif
 
-template <bool HAS_SINK, bool SPLIT>
+// LATE_PV: see pipe_attention (LATE_SHARED_BYTES of dynamic shared memory instead of BF16_PIPE_SHARED_BYTES)
+template <bool HAS_SINK, bool SPLIT, bool LATE_PV = false>
 __global__ void __launch_bounds__(256, 1)
     dsv4_sparse_attention_pipe(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                                unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
@@ -1429,7 +1523,7 @@ __global__ void __launch_bounds__(256, 1)
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
     PipeBf16Rows rows(kv, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
-    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+    pipe_attention<HAS_SINK, SPLIT, LATE_PV>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
 #endif
@@ -1447,7 +1541,7 @@ __global__ void __launch_bounds__(256, 1)
     const int n = max(min(K - k_begin, chunk), 0);
     PipeFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
                      smem + WG_MAT_BYTES);
-    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+    pipe_attention<HAS_SINK, SPLIT, false>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper)
 #endif
@@ -1576,6 +1670,8 @@ struct PairLink {
 
 struct PairBf16Rows {  // bf16 rows of 1 KB, own rows copied straight into 4 swizzled 32-row buffers
     static constexpr bool ANY_HEADS = false;
+    static constexpr int SHARED_BYTES =
+        PAIR_BF16_BUFS * PIPE_BF16_BYTES + PIPE_SPART_BYTES + PAIR_BF16_BUFS * PIPE_TILE * 4 + PAIR_BF16_BUFS * 8;
     const unsigned char* kv;
     const int* idx_row;
     int n, tiles;
@@ -1671,6 +1767,7 @@ struct PairFp8Rows {
     static constexpr int RAW_FLAGS_AT = SPART_AT + PIPE_SPART_BYTES;
     static constexpr int FLAGS_AT = RAW_FLAGS_AT + PAIR_RAW_STAGES * PAIR_ROWS * 4;
     static constexpr int BARS_AT = FLAGS_AT + PAIR_FP8_BUFS * PIPE_TILE * 4;
+    static constexpr int SHARED_BYTES = BARS_AT + PAIR_FP8_BUFS * 8;
 
     __device__ __forceinline__ PairFp8Rows(const unsigned char* cache_, long long page_stride_, int page_shift_,
                                            const int* idx_row_, int n_, unsigned char* smem)
@@ -1780,9 +1877,12 @@ struct PairFp8Rows {
         if (threadIdx.x == 0) bulk_wait_read<0>();  // no send may still read this CTA's shared memory
     }
 };
+static_assert(1024 + WG_MAT_BYTES + PairBf16Rows::SHARED_BYTES == BF16_PAIR_SHARED_BYTES, "bf16 pair layout");
+static_assert(1024 + WG_MAT_BYTES + PairFp8Rows::SHARED_BYTES == FP8_PAIR_SHARED_BYTES, "FP8 pair layout");
 #endif
 
-template <bool HAS_SINK, bool SPLIT>
+// LATE_PV: see pipe_attention (LATE_SHARED_BYTES of dynamic shared memory instead of BF16_PAIR_SHARED_BYTES)
+template <bool HAS_SINK, bool SPLIT, bool LATE_PV = false>
 __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
     dsv4_sparse_attention_pair(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                                unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
@@ -1793,7 +1893,7 @@ __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
     PairBf16Rows rows(kv, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
-    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+    pipe_attention<HAS_SINK, SPLIT, LATE_PV>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper) with H a multiple of 128
 #endif
@@ -1811,7 +1911,7 @@ __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
     const int n = max(min(K - k_begin, chunk), 0);
     PairFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
                      smem + WG_MAT_BYTES);
-    pipe_attention<HAS_SINK, SPLIT>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+    pipe_attention<HAS_SINK, SPLIT, false>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper) with H a multiple of 128
 #endif
@@ -1837,8 +1937,7 @@ __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
 // kernel has 64 KB).
 // Shared memory: alignment slack, Q, 2 buffers, P of both warpgroups, row max / sum exchange,
 // the indices of two pairs.
-// named barrier `id` over the `count` threads that reach it (bar.sync waits, bar.arrive does not)
-__device__ __forceinline__ void wg_bar_sync(int id, int count = 128) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
+// named barrier `id` over all 256 threads, arriving without waiting (wg_bar_sync waits)
 __device__ __forceinline__ void wg_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 #define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * 128 * 4)
 

@@ -23,7 +23,9 @@ else h16.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair) in the environment sets KERNEL, to compare
-them (pipe: the decode path before pair)."""
+them (pipe: the decode path before pair).
+`DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
+while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
 import functools
 import os
@@ -34,6 +36,7 @@ from harness import contract, plans
 from kernels_cuda._loader import launch
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
+LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
 SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
 
 TILE, KV_STRIDE = 32, 1040  # as in sparse_attention.cu
@@ -61,6 +64,9 @@ PAIR_BUFS = 4
 PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BUFS * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
                      + PAIR_BUFS * PIPE_TILE * 4 + PAIR_BUFS * 8)
 PAIR_HEADS = 128  # a cluster's two 64-head CTAs
+# LATE_PV pipe / pair: the loader's region rounded up to 1024 bytes, then the two warpgroups' P blocks
+LATE_P_AT = contract.cdiv(PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + 1024, 1024) * 1024
+LATE_SHARED_BYTES = 1024 + 64 * KV_ROW_BYTES + LATE_P_AT + 2 * 64 * 128
 PIPE_MAX_WAVES = 2  # auto: pipe while batch x head blocks fits in this many waves of one CTA an SM
 
 
@@ -122,8 +128,9 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
         return out, lse
     # wgmma2 works in pairs of 64-row blocks
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE, "pair": PIPE_TILE}.get(kernel, TILE)
+    late = LATE_PV and kernel in ("pipe", "pair")
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale),), SHARED[kernel])
+                 (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "")
     return out, lse
 
 

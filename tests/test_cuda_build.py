@@ -108,7 +108,7 @@ def test_attention_shared_sizes_match_the_kernels():
     sizes = {"WG_SHARED_BYTES": A.WG_SHARED_BYTES, "WG2_SHARED_BYTES": A.WG2_SHARED_BYTES,
              "BF16_PIPE_SHARED_BYTES": A.PIPE_SHARED_BYTES, "FP8_WG_SHARED_BYTES": F.SHARED_BYTES,
              "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES, "BF16_PAIR_SHARED_BYTES": A.PAIR_SHARED_BYTES,
-             "FP8_PAIR_SHARED_BYTES": F.PAIR_SHARED_BYTES}
+             "FP8_PAIR_SHARED_BYTES": F.PAIR_SHARED_BYTES, "LATE_SHARED_BYTES": A.LATE_SHARED_BYTES}
     checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
     prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
     try:
