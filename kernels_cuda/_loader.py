@@ -26,8 +26,8 @@ STATIC_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs the ke
 # source file -> the template instantiations it exports (NVRTC name expressions); every kernel is
 # named dsv4_*, so profilers and compute-sanitizer can filter to them by one substring
 KERNELS = {
-    "compress.cu": [f"dsv4_compress_c4<{v}, {m}>" for v in (4, 1) for m in (0, 1)]
-                   + [f"dsv4_compress_c128<{v}, {m}, {t}>" for v, t in ((4, 1), (4, 0), (1, 0)) for m in (0, 1, 2)]
+    "compress.cu": [f"dsv4_compress_c{r}<{v}, {m}>" for r in (4, 128) for v in (4, 1)
+                    for m in ((0, 1) if r == 4 else (0, 1, 2))]
                    + ["dsv4_compress_online_commit"],
     "indexer_logits.cu": ["dsv4_indexer_logits", "dsv4_indexer_logits_wgmma<4>", "dsv4_indexer_logits_wgmma<5>",
                           "dsv4_indexer_logits_wgmma<6>"],

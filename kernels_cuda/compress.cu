@@ -20,12 +20,6 @@ template <> struct Vec<4> {
         const float4 x = __ldg(reinterpret_cast<const float4*>(p));
         v[0] = x.x; v[1] = x.y; v[2] = x.z; v[3] = x.w;
     }
-    __device__ __forceinline__ void load_stream(const float* p) {  // read once: no L1 line, L2 evict-first
-        unsigned long long policy;
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-        asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.f32 {%0, %1, %2, %3}, [%4], %5;"
-                     : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "l"(p), "l"(policy));
-    }
     __device__ __forceinline__ void store(float* p) const {
         *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
     }
@@ -34,7 +28,6 @@ template <> struct Vec<1> {
     float v[1];
     __device__ __forceinline__ void load(const float* p) { v[0] = *p; }
     __device__ __forceinline__ void load_nc(const float* p) { v[0] = __ldg(p); }
-    __device__ __forceinline__ void load_stream(const float* p) { v[0] = __ldg(p); }
     __device__ __forceinline__ void store(float* p) const { *p = v[0]; }
 };
 
@@ -269,14 +262,11 @@ __device__ __forceinline__ void pool_chunk(const Vec<VEC> (&y)[CHUNK], const Vec
     }
 }
 
-// STREAM: rows of kv_score (read once) are loaded with the L2 evict-first policy, so the L2 gives up
-// those lines before any other: the lines a kernel before left (an engine's weights and caches, or the
-// dirty lines of the timer's L2 flush, which must be written back to DRAM when evicted) stay. On the H200
-// the 64K prefill's 268 MB of reads ran at 75-77 us with plain loads whatever the loop did (2.5x the
-// bytes in flight through a cp.async ring: 78.7; 6 positions a round: 77.0; staggered starting points
-// per CTA: 76.8; SGLang 76.4), where the timer's flush leaves up to 60 MB of dirty lines to write back
-// while it runs (860584d, a7406bb).
-template <int VEC, int MODE, int STREAM>
+// The 64K prefill (268 MB of reads, 66 us at the 4.05 TB/s read floor) ran at 75-77 us on the H200 with
+// this loop, as SGLang's kernel (76.3-76.4), and no change to the loop moved it: 2.5x the bytes in flight
+// through a cp.async ring 78.7, 6 positions a round 77.0, staggered starting points per CTA 76.8,
+// evict-first loads 76.7 (860584d .. 1634247; docs/perf-notes.md).
+template <int VEC, int MODE>
 __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
         const float* __restrict__ kv, float* state, float* new_state, const float* __restrict__ ape,
         float* __restrict__ out, const int* __restrict__ segments, int d, int pool, int store, int pdl) {
@@ -347,10 +337,7 @@ __global__ void __launch_bounds__(C128_MAX_THREADS, 1) dsv4_compress_c128(
             if (p < mine_hi) {
                 if (pooling) bias[i].load_nc(ape + (p - base) * d + c);
                 const float* r = row_of<128, MODE == MODE_PAGED ? MODE_PAGED : MODE_RING>(p, seg, kv, state, E);
-                if (p >= seg.prefix && STREAM) {
-                    y[i].load_stream(r + c);
-                    x[i].load_stream(r + d + c);
-                } else if (p >= seg.prefix) {
+                if (p >= seg.prefix) {
                     y[i].load_nc(r + c);
                     x[i].load_nc(r + d + c);
                 } else {

@@ -22,9 +22,6 @@ C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 # DSV4_C128_FILL_WAVES=0 sends every C128 call to the one-run path (the check's small cases then cover it)
 C128_FILL_WAVES = int(os.environ.get("DSV4_C128_FILL_WAVES", "2"))
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
-# kv_score rows loaded with the L2 evict-first policy (compress.cu's STREAM); DSV4_C128_STREAM=0 loads
-# them plainly (for a side-by-side run)
-C128_STREAM = int(os.environ.get("DSV4_C128_STREAM", "1"))
 
 compress_plan = plans.compress_plan
 MODE_ID = {"ring": 0, "paged": 1, "online": 2}
@@ -70,12 +67,9 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
         else:
             block = (128, 1)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
-    shared = 0
-    if layout.ratio == 4:
-        expr = f"dsv4_compress_c4<{vec}, {MODE_ID[mode]}>"
-    else:
-        expr = f"dsv4_compress_c128<{vec}, {MODE_ID[mode]}, {C128_STREAM if vec == 4 else 0}>"
-        shared = (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
+    expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
+    # C128: the partials of groups 1.. (none for one group)
+    shared = 0 if layout.ratio == 4 else (block[-1] - 1) * 3 * C128_GROUP_LANES * vec * 4
     # ring slots read and overwritten by different CTAs: every read (pool launch) before any write
     passes = ((1, 0), (0, 1)) if plan["ring_conflict"] else ((1, 1),)
     scratch = torch.empty((layout.batch, 3, d), dtype=torch.float32, device=device) if plan["online_split"] else None
