@@ -964,22 +964,34 @@ __device__ __forceinline__ void wide_barrier() {
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
 
-// This CTA's counts summed with its peers' into `sum` (4 bins a thread; `sum` may be `local`
-// for CLUSTER 1). Call after a wide_barrier that follows the counting.
+// The cluster's histograms (`local` in every CTA) summed into `sum` here (4 bins a thread, read back
+// by the same thread only: fast_threshold). Reduce-scatter, then all-gather: CTA `rank` sums its
+// slice of FAST_BINS / CLUSTER bins over the cluster into `slice` (one 16-byte distributed read a
+// thread: the CLUSTER parts of a group in adjacent lanes, added by shuffles), and after a cluster
+// barrier every CTA reads the CLUSTER slices (one 16-byte read a thread). 32 KB of distributed
+// reads a CTA whatever CLUSTER, each in one round trip; every CTA reading every peer's whole
+// histogram was CLUSTER x 16 KB (128 KB at 8, 256 KB at 16), where the SM-to-SM network's bandwidth
+// is far below shared memory's. Call after a wide_barrier that follows the counting; peers read
+// `slice` until the next cluster barrier, and `local` until then too.
 template <int CLUSTER>
-__device__ __forceinline__ void wide_sum(const int* local, int* sum) {
-    const int t = threadIdx.x;
+__device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank) {
     if (CLUSTER > 1) {
-        int4 total = make_int4(0, 0, 0, 0);
-#pragma unroll WIDE_PEER_READS(CLUSTER)
-        for (int r = 0; r < CLUSTER; ++r) {
-            const int4 part = load_peer4(&local[4 * t], r);
-            total.x += part.x;
-            total.y += part.y;
-            total.z += part.z;
-            total.w += part.w;
+        constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
+        static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
+        const int t = threadIdx.x;
+        const int peer = t % CLUSTER, g = t / CLUSTER;
+        int4 part = load_peer4(&local[4 * (rank * GROUPS + g)], peer);
+#pragma unroll
+        for (int off = 1; off < CLUSTER; off <<= 1) {
+            part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
+            part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
+            part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
+            part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
         }
-        reinterpret_cast<int4*>(sum)[t] = total;  // read back by this thread only (fast_threshold)
+        if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+        cluster_arrive();  // every slice is summed (release: the peers read it next)
+        cluster_wait();
+        reinterpret_cast<int4*>(sum)[t] = load_peer4(&slice[4 * (t % GROUPS)], t / GROUPS);
     }
 }
 
@@ -1001,6 +1013,8 @@ struct __align__(16) WideShared {
     int warp_sums[TOPK_WARPS];
     int s_threshold[3];
     int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties)
+    int s_first[2];                               // keys above / inside of the CTAs before this one
+    __align__(16) int slice[CLUSTER > 1 ? FAST_BINS / CLUSTER : 4];  // this CTA's slice of the sum (peers read it)
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
 
@@ -1055,7 +1069,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(s.hist, s.row_sum);
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank);
     fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
     const unsigned int bin = s.s_threshold[0];
     const int above_total = s.s_threshold[1];
@@ -1082,7 +1096,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             __syncthreads();
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
             wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.row_sum);
+            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank);
             fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
             narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
         }
@@ -1141,10 +1155,25 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         }
         cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
         cluster_wait();
-        for (int r = 0; r < rank; ++r) {
-            first_above += load_peer(&s.cta_counts[0], r);
-            first_inside += load_peer(&s.cta_counts[1], r);
+        if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
+            int above = 0, in = 0;
+            if (t < rank) {
+                above = load_peer(&s.cta_counts[0], t);
+                in = load_peer(&s.cta_counts[1], t);
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                above += __shfl_xor_sync(0xffffffffu, above, off);
+                in += __shfl_xor_sync(0xffffffffu, in, off);
+            }
+            if (t == 0) {
+                s.s_first[0] = above;
+                s.s_first[1] = in;
+            }
         }
+        __syncthreads();
+        first_above = s.s_first[0];
+        first_inside = s.s_first[1];
     }
     const int cta_above = (int)(cta_total & 0xffffu);
 

@@ -31,10 +31,17 @@ CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
 # one an SM). DSV4_TOPK_CLUSTER16=0 (read at each call) keeps rows at 8 CTAs.
 CLUSTER16 = 16
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
-# The wide kernels' chunk that fits twice an SM: 2 x (4 x (chunk + 4) + their static shared memory +
-# 1024 bytes the driver reserves a CTA) <= 228 KB (tests/test_cuda_topk.py checks the static size)
-WIDE_STATIC_SHARED = 34208  # sizeof(WideShared<CLUSTER > 1>) in topk_indices.cu
-WIDE_TWO_PER_SM_CHUNK = ((228 * 1024) // 2 - 1024 - WIDE_STATIC_SHARED) // 4 - 4
+
+
+def wide_static_shared(cluster):
+    """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and a slice of 16 KB /
+    cluster (tests/test_cuda_topk.py checks it against the compiled kernels)."""
+    return 34208 + 16384 // cluster
+
+
+# The wide kernels' chunk that fits twice an SM at 16 CTAs: 2 x (4 x (chunk + 4) + the static shared
+# memory + 1024 bytes the driver reserves a CTA) <= 228 KB
+WIDE_TWO_PER_SM_CHUNK = ((228 * 1024) // 2 - 1024 - wide_static_shared(CLUSTER16)) // 4 - 4
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB, wide: 34 KB, static)
 TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 # CTAs per SM the split may count on when it doubles the cluster. The H200 run (perf-notes, top-k)
@@ -181,6 +188,9 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     # (never past its chunk buffer; the split path leaves them to the fast kernel)
     kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
     solo_up_to = min(solo, chunk) if cluster > 1 and choice != "split" and solo > 0 else -1
+    # runs from the peers' histograms up to 8 CTAs; at 16 (rank 15 would read up to 15 peers' bins past
+    # the threshold, ~57 KB over the SM-to-SM network) the counts are exchanged at a cluster barrier
+    fold = fold and cluster <= CLUSTERS[-1]
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms

@@ -46,11 +46,12 @@ def row_path(n, k, cluster, skip_up_to, solo_up_to):
     return "cluster"
 
 
+@pytest.mark.parametrize("clusters", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
 @pytest.mark.parametrize("choice", ["fast", "split"])
-def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(choice):
+def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(choice, clusters):
     lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)] + [0, 1, 511, 512, 513, 16384, 16385]
     k = 512
-    runs = T.launches(len(lens), 262144, True, *H200, choice=choice)
+    runs = T.launches(len(lens), 262144, True, 132, clusters, choice=choice)
     wide = runs[-1]
     cluster, (skip_up_to, solo_up_to, _) = wide[1][0], wide[4]
     words = wide[2] // 4  # the chunk buffer, in keys
@@ -174,8 +175,9 @@ H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
 
 def test_rows_whose_chunks_fit_an_sm_once_at_8_ctas_take_16_that_fit_twice():
     kernel, grid, shared, pdl, extra = T.launches(64, 262144, True, *H200_16)[0]
-    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 1)
-    assert 2 * (shared + T.WIDE_STATIC_SHARED + 1024) <= 228 * 1024 < (2 * 32768 + 8) * 4  # 8 CTAs: one an SM
+    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0)
+    assert 2 * (shared + T.wide_static_shared(16) + 1024) <= 228 * 1024  # two an SM
+    assert 2 * ((32768 + 4) * 4 + T.wide_static_shared(8) + 1024) > 228 * 1024  # 8 CTAs: one an SM
     assert T.launches(64, 262144, True, *H200)[0][0] == "dsv4_topk_indices_wide<8>"  # 16 not offered
     # shorter rows keep the portable sizes, and the cluster kernel has no 16
     assert T.launches(1, 65536, True, *H200_16)[0][1] == (8, 1)
@@ -192,7 +194,7 @@ def test_the_wide_kernels_fit_what_the_host_counts_on():
     for kernel in ("dsv4_topk_indices_wide<16>", "dsv4_topk_indices_wide1"):
         assert res[kernel]["registers"] <= 32 and res[kernel]["spill_stores"] == 0, (kernel, res[kernel])
     for cluster in (2, 4, 8, 16):
-        assert res[f"dsv4_topk_indices_wide<{cluster}>"]["smem"] == T.WIDE_STATIC_SHARED
+        assert res[f"dsv4_topk_indices_wide<{cluster}>"]["smem"] == T.wide_static_shared(cluster)
 
 
 def test_every_launch_passes_as_many_arguments_as_its_kernel_takes():
@@ -237,3 +239,26 @@ def test_a_refused_16_cta_launch_falls_back_to_8_for_good(monkeypatch):
         x.call(T.topk_indices, validate=False)
     x.call(T.topk_indices, validate=False)
     assert launched == [(16, 2), (8, 2), (8, 2)]
+
+
+@pytest.mark.parametrize("cluster", [2, 4, 8, 16])
+def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
+    # wide_sum's reduce-scatter then all-gather, index for index: thread t of CTA `rank` reads group
+    # rank * GROUPS + t / cluster of peer t % cluster, lanes of one group added by xor shuffles (the
+    # group's lanes share a warp), lane peer 0 stores slice[t / cluster]; then group t of the sum is
+    # group t % GROUPS of CTA t / GROUPS's slice
+    rng = np.random.default_rng(cluster)
+    hists = rng.integers(0, 1000, size=(cluster, BINS // 4, 4))  # [CTA, 16-byte group, bin]
+    groups = BINS // 4 // cluster
+    assert groups * cluster == THREADS and 32 % cluster == 0
+    slices = np.zeros((cluster, groups, 4), np.int64)
+    for rank in range(cluster):
+        parts = np.array([hists[t % cluster, rank * groups + t // cluster] for t in range(THREADS)])
+        for off in [1 << i for i in range(cluster.bit_length() - 1)]:  # xor shuffles within a warp
+            parts = parts + parts[np.arange(THREADS) ^ off]
+            assert all((t ^ off) // 32 == t // 32 for t in range(THREADS))
+        for t in range(0, THREADS, cluster):  # lanes with peer 0
+            slices[rank, t // cluster] = parts[t]
+    for rank in range(cluster):
+        gathered = np.array([slices[t // groups, t % groups] for t in range(THREADS)])
+        assert (gathered == hists.sum(axis=0)).all()
