@@ -971,11 +971,16 @@ __device__ __forceinline__ void wide_barrier() {
 // barrier every CTA reads the CLUSTER slices (one 16-byte read a thread). 32 KB of distributed
 // reads a CTA whatever CLUSTER, each in one round trip; every CTA reading every peer's whole
 // histogram was CLUSTER x 16 KB (128 KB at 8, 256 KB at 16), where the SM-to-SM network's bandwidth
-// is far below shared memory's. Call after a wide_barrier that follows the counting; peers read
-// `slice` until the next cluster barrier, and `local` until then too.
+// is far below shared memory's. A pair of CTAs reads the peer's histogram directly (the same 32 KB,
+// no barrier). Call after a wide_barrier that follows the counting; peers read `slice` until the
+// next cluster barrier, and `local` until then too.
 template <int CLUSTER>
 __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank) {
-    if (CLUSTER > 1) {
+    if (CLUSTER == 2) {
+        const int t = threadIdx.x;
+        const int4 a = load_peer4(&local[4 * t], 0), b = load_peer4(&local[4 * t], 1);
+        reinterpret_cast<int4*>(sum)[t] = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+    } else if (CLUSTER > 2) {
         constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         const int t = threadIdx.x;
@@ -1014,7 +1019,7 @@ struct __align__(16) WideShared {
     int s_threshold[3];
     int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties)
     int s_first[2];                               // keys above / inside of the CTAs before this one
-    __align__(16) int slice[CLUSTER > 1 ? FAST_BINS / CLUSTER : 4];  // this CTA's slice of the sum (peers read it)
+    __align__(16) int slice[CLUSTER > 2 ? FAST_BINS / CLUSTER : 4];  // this CTA's slice of the sum (peers read it)
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
 

@@ -34,9 +34,9 @@ NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER
 
 
 def wide_static_shared(cluster):
-    """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and a slice of 16 KB /
-    cluster (tests/test_cuda_topk.py checks it against the compiled kernels)."""
-    return 34208 + 16384 // cluster
+    """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and, from 4 CTAs, a
+    slice of 16 KB / cluster (tests/test_cuda_topk.py checks it against the compiled kernels)."""
+    return 34208 + (16384 // cluster if cluster > 2 else 16)
 
 
 # The wide kernels' chunk that fits twice an SM at 16 CTAs: 2 x (4 x (chunk + 4) + the static shared
