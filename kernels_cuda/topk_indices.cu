@@ -976,16 +976,17 @@ __device__ __forceinline__ void wide_barrier() {
 // next cluster barrier, and `local` until then too.
 template <int CLUSTER>
 __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank) {
-    if (CLUSTER == 2) {
+    if (CLUSTER == 2) {  // own bins from shared memory, the peer's over the network
         const int t = threadIdx.x;
-        const int4 a = load_peer4(&local[4 * t], 0), b = load_peer4(&local[4 * t], 1);
+        const int4 a = reinterpret_cast<const int4*>(local)[t], b = load_peer4(&local[4 * t], rank ^ 1);
         reinterpret_cast<int4*>(sum)[t] = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
     } else if (CLUSTER > 2) {
         constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         const int t = threadIdx.x;
         const int peer = t % CLUSTER, g = t / CLUSTER;
-        int4 part = load_peer4(&local[4 * (rank * GROUPS + g)], peer);
+        const int group = rank * GROUPS + g;
+        int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group] : load_peer4(&local[4 * group], peer);
 #pragma unroll
         for (int off = 1; off < CLUSTER; off <<= 1) {
             part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
@@ -996,7 +997,9 @@ __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum,
         if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
         cluster_arrive();  // every slice is summed (release: the peers read it next)
         cluster_wait();
-        reinterpret_cast<int4*>(sum)[t] = load_peer4(&slice[4 * (t % GROUPS)], t / GROUPS);
+        const int owner = t / GROUPS;
+        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
+                                                        : load_peer4(&slice[4 * (t % GROUPS)], owner);
     }
 }
 
