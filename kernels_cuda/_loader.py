@@ -43,8 +43,8 @@ KERNELS = {
                               for p in ("true", "false") for d in ("true", "false")]
                            + [f"dsv4_sparse_attention_fp8_{k}<{s}, {p}>" for k in ("pipe", "pair")
                               for s in ("true", "false") for p in ("true", "false")]
-                           # the bf16 pipe body with P V left running into the next tile (LATE_PV)
-                           + [f"dsv4_sparse_attention_{k}<{s}, {p}, true>" for k in ("pipe", "pair")
+                           # the pipe body with P V left running into the next tile (LATE_PV)
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}, true>" for k in ("pipe", "pair", "fp8_pipe")
                               for s in ("true", "false") for p in ("true", "false")],
 }
 

@@ -1162,6 +1162,9 @@ __global__ void __launch_bounds__(256, 1)
 // region, 1024-aligned for the swizzle; the bf16 pipe and pair loaders both fit in LATE_SHARED_BYTES
 #define LATE_P_AT(loader_bytes) (((loader_bytes) + 1023) / 1024 * 1024)
 #define LATE_SHARED_BYTES (1024 + WG_MAT_BYTES + LATE_P_AT(PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + 1024) + 2 * 64 * 128)
+// the FP8 pipe with 3 raw stages instead of 4 (one 18,944-byte stage makes room for the P blocks)
+#define FP8_LATE_SHARED_BYTES \
+    (1024 + WG_MAT_BYTES + LATE_P_AT(2 * PIPE_BF16_BYTES + 3 * PIPE_RAW_BYTES + PIPE_SPART_BYTES + 3 * PIPE_TILE * 4 + 2 * PIPE_TILE * 4) + 2 * 64 * 128)
 
 #if WG_AVAILABLE
 struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-row stages
@@ -1234,10 +1237,11 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
 // (e4m3x8_scaled_bf16x8) into two bf16 tiles, one tile ahead of the math. Row flags: the raw
 // stage's are written with the copies and carried to the bf16 tile's by the dequantisation (the
 // raw stage is refilled before tile i's softmax reads its flags).
-struct PipeFp8Rows {
+template <int RAW_STAGES>  // PIPE_RAW_STAGES; 3 in the LATE_PV kernel, whose P blocks need the room
+struct PipeFp8RowsT {
     static constexpr bool ANY_HEADS = true;
-    static constexpr int SHARED_BYTES = 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES +
-                                        PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4;
+    static constexpr int SHARED_BYTES = 2 * PIPE_BF16_BYTES + RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES +
+                                        RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4;
     const unsigned char* cache;
     long long page_stride;  // bytes; page offsets are 64-bit
     int page_shift;
@@ -1247,17 +1251,17 @@ struct PipeFp8Rows {
     int piece, line_first;  // dequantisation: piece x % 64 of lines x / 64 + 4 k
     int idx_next[PIPE_PIECES_PER_THREAD];  // thread x copies pieces x + 256 k of the tile's 32 x 36
 
-    __device__ __forceinline__ PipeFp8Rows(const unsigned char* cache_, long long page_stride_, int page_shift_,
+    __device__ __forceinline__ PipeFp8RowsT(const unsigned char* cache_, long long page_stride_, int page_shift_,
                                            const int* idx_row_, int n_, unsigned char* smem)
         : cache(cache_), page_stride(page_stride_), page_shift(page_shift_), idx_row(idx_row_), n(n_),
           tiles((n_ + PIPE_TILE - 1) / PIPE_TILE), bf16_s(smem), piece(threadIdx.x & 63), line_first(threadIdx.x >> 6) {}
-    __device__ __forceinline__ unsigned char* raw(int tile) { return bf16_s + 2 * PIPE_BF16_BYTES + (tile % PIPE_RAW_STAGES) * PIPE_RAW_BYTES; }
-    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES); }
+    __device__ __forceinline__ unsigned char* raw(int tile) { return bf16_s + 2 * PIPE_BF16_BYTES + (tile % RAW_STAGES) * PIPE_RAW_BYTES; }
+    __device__ __forceinline__ float* s_part() { return reinterpret_cast<float*>(bf16_s + 2 * PIPE_BF16_BYTES + RAW_STAGES * PIPE_RAW_BYTES); }
     __device__ __forceinline__ int* raw_flags(int tile) {
-        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + (tile % PIPE_RAW_STAGES) * PIPE_TILE;
+        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + (tile % RAW_STAGES) * PIPE_TILE;
     }
     __device__ __forceinline__ int* flags(int tile) {  // the bf16 tile's
-        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + PIPE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + PIPE_RAW_STAGES * PIPE_TILE + (tile & 1) * PIPE_TILE;
+        return reinterpret_cast<int*>(bf16_s + 2 * PIPE_BF16_BYTES + RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES) + RAW_STAGES * PIPE_TILE + (tile & 1) * PIPE_TILE;
     }
     __device__ __forceinline__ void load_idx(int tile, int (&ids)[PIPE_PIECES_PER_THREAD]) {
 #pragma unroll
@@ -1311,29 +1315,29 @@ struct PipeFp8Rows {
         }
     }
     __device__ __forceinline__ void start() {  // raw tiles 0 .. 3 (Q joins tile 0's group), then tile 0 dequantised
-        int first[PIPE_RAW_STAGES][PIPE_PIECES_PER_THREAD];  // as PipeBf16Rows::start: index loads first
+        int first[RAW_STAGES][PIPE_PIECES_PER_THREAD];  // as PipeBf16Rows::start: index loads first
 #pragma unroll
-        for (int j = 0; j < PIPE_RAW_STAGES; ++j) load_idx(j, first[j]);
-        load_idx(PIPE_RAW_STAGES, idx_next);
+        for (int j = 0; j < RAW_STAGES; ++j) load_idx(j, first[j]);
+        load_idx(RAW_STAGES, idx_next);
 #pragma unroll
-        for (int j = 0; j < PIPE_RAW_STAGES; ++j) fetch(j, first[j]);
+        for (int j = 0; j < RAW_STAGES; ++j) fetch(j, first[j]);
         if (tiles > 0) {
-            cp_async_wait<PIPE_RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
+            cp_async_wait<RAW_STAGES - 1>();  // this thread's copies of raw tile 0 and Q
             __syncthreads();                        // everyone's
             dequant(0, 0);
             dequant(0, 1);
         }
     }
     __device__ __forceinline__ unsigned int top(int i) {
-        cp_async_wait<PIPE_RAW_STAGES - 2>();  // this thread's copies of raw tile i + 1 have landed
+        cp_async_wait<RAW_STAGES - 2>();  // this thread's copies of raw tile i + 1 have landed
         // the dequantised tile and Q were generic-proxy writes; wgmma reads through the async proxy
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();  // bf16 tile i whole, raw tile i + 1 landed; tile i - 1 finished by everyone
         return (unsigned int)__cvta_generic_to_shared(bf16_s) + (i & 1) * PIPE_BF16_BYTES;
     }
     __device__ __forceinline__ void refill(int i) {
-        fetch(i + PIPE_RAW_STAGES, idx_next);  // into the stage tile i left (dequantised during tile i - 1)
-        load_idx(i + PIPE_RAW_STAGES + 1, idx_next);
+        fetch(i + RAW_STAGES, idx_next);  // into the stage tile i left (dequantised during tile i - 1)
+        load_idx(i + RAW_STAGES + 1, idx_next);
     }
     __device__ __forceinline__ void overlap(int i, int part) {  // while the tensor cores work on tile i
         if (i + 1 < tiles) dequant(i + 1, part);
@@ -1342,11 +1346,14 @@ struct PipeFp8Rows {
 };
 // the launches' sizes (the Python side passes these) are the loaders' regions after the slack and Q
 static_assert(1024 + WG_MAT_BYTES + PipeBf16Rows::SHARED_BYTES == BF16_PIPE_SHARED_BYTES, "bf16 pipe layout");
+using PipeFp8Rows = PipeFp8RowsT<PIPE_RAW_STAGES>;
 static_assert(1024 + WG_MAT_BYTES + PipeFp8Rows::SHARED_BYTES == FP8_PIPE_SHARED_BYTES, "FP8 pipe layout");
+static_assert(1024 + WG_MAT_BYTES + LATE_P_AT(PipeFp8RowsT<3>::SHARED_BYTES) + 2 * 64 * 128 == FP8_LATE_SHARED_BYTES,
+              "FP8 LATE_PV pipe layout");
 
 // The pipe kernels' body: Q at `smem` (64 swizzled lines), the rows through `rows`; n = this
 // split's indices.
-// LATE_PV (bf16 loaders): P V(i) is left running while the loader's refill and overlap work, the
+// LATE_PV (pipe and bf16 pair loaders): P V(i) is left running while the loader's refill and overlap work, the
 // next top (copy wait, barrier) and the next S are issued; the wait for S(i + 1) (wgmma groups
 // complete in order) covers it, so the barrier after the S exchange is where every thread is done
 // with tile i, and refill(i) / overlap(i, *) run after P V(i) is issued, relying only on every
@@ -1529,7 +1536,8 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-template <bool HAS_SINK, bool SPLIT>
+// LATE_PV: see pipe_attention (3 raw stages, FP8_LATE_SHARED_BYTES of dynamic shared memory)
+template <bool HAS_SINK, bool SPLIT, bool LATE_PV = false>
 __global__ void __launch_bounds__(256, 1)
     dsv4_sparse_attention_fp8_pipe(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
                                    const float* sink, unsigned short* out, float* lse, float* part_out, float* part_lse,
@@ -1539,9 +1547,9 @@ __global__ void __launch_bounds__(256, 1)
     unsigned char* smem = wg_smem_base(smem_raw);
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
-    PipeFp8Rows rows(kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n,
-                     smem + WG_MAT_BYTES);
-    pipe_attention<HAS_SINK, SPLIT, false>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
+    PipeFp8RowsT<LATE_PV ? 3 : PIPE_RAW_STAGES> rows(kv_cache, page_stride, page_shift,
+                                                     indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
+    pipe_attention<HAS_SINK, SPLIT, LATE_PV>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper)
 #endif

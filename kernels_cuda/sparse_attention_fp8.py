@@ -19,6 +19,8 @@ KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
   blocks of a row as a cluster of 2 CTAs: each gathers and dequantises half of every 32-row tile (raw
   tiles two ahead of the math) and sends its bf16 rows to the other's shared memory, so each record
   is read and dequantised once for 128 heads, not twice;
+- DSV4_ATTENTION_LATE_PV=1 (LATE_PV, as for the bf16 op) runs "pipe" with P V left in flight into the next
+  tile and 3 raw stages instead of 4 (LATE_SHARED_BYTES);
 - "auto" (default): pair when H is a multiple of 128; else pipe for index lists of at least
   PIPE_MIN_TOPK (HCA, 8320), wgmma below (CSA decode). Measured at 4f7cc4b, pipe (then without the
   L2 hint) took 54.5 us at decode-b64-h64-k640 against 48.5 for the cvt wgmma kernel: its 32-row S
@@ -32,8 +34,8 @@ import numpy as np
 import torch
 
 from harness import contract
-from kernels_cuda.sparse_attention import (KV_ROW_BYTES, PAIR_HEADS, WG_TILE, _shared_optin, launch_split,
-                                           outputs)
+from kernels_cuda.sparse_attention import (KV_ROW_BYTES, LATE_PV, PAIR_HEADS, WG_TILE, _shared_optin,
+                                           launch_split, outputs)
 
 KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
 PIPE_MIN_TOPK = 2048  # auto: the pipe kernel from this many indices a row
@@ -57,6 +59,13 @@ SHARED_BYTES = 1024 + 2 * WG_TILE * KV_ROW_BYTES + 2 * WG_TILE * FP8_PITCH + 2 *
 PIPE_TILE, PIPE_RAW_STAGES = 32, 4
 PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + 2 * PIPE_TILE * KV_ROW_BYTES + PIPE_RAW_STAGES * PIPE_TILE * FP8_PITCH
                      + 2 * 64 * PIPE_TILE * 4 + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
+# as FP8_LATE_SHARED_BYTES: the pipe's layout with 3 raw stages, rounded up to 1024 bytes, then the two
+# warpgroups' P blocks
+LATE_RAW_STAGES = 3
+LATE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES
+                     + contract.cdiv(2 * PIPE_TILE * KV_ROW_BYTES + LATE_RAW_STAGES * PIPE_TILE * FP8_PITCH
+                                     + 2 * 64 * PIPE_TILE * 4 + LATE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4,
+                                     1024) * 1024 + 2 * 64 * 128)
 # as FP8_PAIR_SHARED_BYTES: alignment slack, Q, three bf16 tiles of 32 rows, five raw stages of a CTA's 16
 # rows, the S partials, the raw stages' and the bf16 tiles' row flags, three mbarriers
 PAIR_ROWS, PAIR_BUFS, PAIR_RAW_STAGES = PIPE_TILE // 2, 3, 5
@@ -93,8 +102,10 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
     kernel = choose_kernel(KERNEL, layout.topk, layout.heads)
     if kernel in ("pipe", "pair"):
+        late = LATE_PV and kernel == "pipe"
+        shared = LATE_SHARED_BYTES if late else PIPE_SHARED_BYTES if kernel == "pipe" else PAIR_SHARED_BYTES
         launch_split(f"dsv4_sparse_attention_fp8_{kernel}", layout, PIPE_TILE, q, sink, has_sink, out, lse,
-                     (kv_cache, indices), tail, PIPE_SHARED_BYTES if kernel == "pipe" else PAIR_SHARED_BYTES)
+                     (kv_cache, indices), tail, shared, ", true" if late else "")
     else:
         launch_split("dsv4_sparse_attention_fp8_wgmma", layout, WG_TILE, q, sink, has_sink, out, lse,
                      (kv_cache, indices), tail, SHARED_BYTES, ", false" if kernel == "cvt" else ", true")
