@@ -961,6 +961,9 @@ __device__ __forceinline__ void wide_barrier() {
     }
 }
 
+#define WIDE_FOLD 1        // options of the wide kernels (topk_row_wide)
+#define WIDE_DIRECT_SUM 2
+
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
 
@@ -975,11 +978,23 @@ __device__ __forceinline__ void wide_barrier() {
 // no barrier). Call after a wide_barrier that follows the counting; peers read `slice` until the
 // next cluster barrier, and `local` until then too.
 template <int CLUSTER>
-__device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank) {
+__device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank, bool direct) {
     if (CLUSTER == 2) {  // own bins from shared memory, the peer's over the network
         const int t = threadIdx.x;
         const int4 a = reinterpret_cast<const int4*>(local)[t], b = load_peer4(&local[4 * t], rank ^ 1);
         reinterpret_cast<int4*>(sum)[t] = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+    } else if (CLUSTER > 2 && direct) {  // every peer's whole histogram (DSV4_TOPK_SUM=direct, for a side-by-side run)
+        const int t = threadIdx.x;
+        int4 total = make_int4(0, 0, 0, 0);
+#pragma unroll 2  // as dc3d7cd's (more spills on sm_100)
+        for (int r = 0; r < CLUSTER; ++r) {
+            const int4 part = load_peer4(&local[4 * t], r);
+            total.x += part.x;
+            total.y += part.y;
+            total.z += part.z;
+            total.w += part.w;
+        }
+        reinterpret_cast<int4*>(sum)[t] = total;
     } else if (CLUSTER > 2) {
         constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
@@ -1029,8 +1044,9 @@ struct __align__(16) WideShared {
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank`); SMEM: the kernel's WideShared.
 template <int CLUSTER, int SMEM>
 __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
-                                            const int* __restrict__ table_row, int k, int page_size, bool fold,
+                                            const int* __restrict__ table_row, int k, int page_size, int options,
                                             WideShared<SMEM>& s) {
+    const bool fold = options & WIDE_FOLD, direct = options & WIDE_DIRECT_SUM;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
 
@@ -1077,7 +1093,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank);
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, direct);
     fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
     const unsigned int bin = s.s_threshold[0];
     const int above_total = s.s_threshold[1];
@@ -1104,7 +1120,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             __syncthreads();
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
             wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank);
+            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, direct);
             fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
             narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
         }
@@ -1235,7 +1251,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 
 // The wide kernels' row: the copy of a row <= k, rank 0 alone on a row <= solo_up_to (a cluster
 // kernel; the host keeps solo_up_to within the chunk buffer), else the cluster on its chunks.
-// fold 0: the runs' starts exchanged at a cluster barrier, as before fold (DSV4_TOPK_FOLD=0).
+// options: WIDE_FOLD (the runs' starts from the peers' histograms, else exchanged at a cluster
+// barrier: DSV4_TOPK_FOLD=0), WIDE_DIRECT_SUM (every CTA reads every peer's histogram, else the
+// reduce-scatter: DSV4_TOPK_SUM=direct).
 // Rows of seq_len <= skip_up_to (-1: none) are dsv4_topk_indices_fast's, launched before this
 // kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
 // of the cluster, so no barrier is left waiting.
@@ -1243,7 +1261,7 @@ template <int CLUSTER>
 __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
                                               const int* __restrict__ seq_lens, const int* __restrict__ page_table,
                                               long long table_stride, int* __restrict__ out, int k, int page_size,
-                                              int skip_up_to, int solo_up_to, int fold) {
+                                              int skip_up_to, int solo_up_to, int options) {
     __shared__ WideShared<CLUSTER> s;
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
@@ -1264,10 +1282,10 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     }
     const float* row = logits + (long long)b * columns;
     if (CLUSTER > 1 && n <= solo_up_to) {
-        if (rank == 0) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, false, s);
+        if (rank == 0) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
-    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, fold != 0, s);
+    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
 }
 
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
@@ -1282,19 +1300,19 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 __global__ void __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(1))
     dsv4_topk_indices_wide1(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                             long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
-                            int fold) {
+                            int options) {
     topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to, solo_up_to,
-                     fold);
+                     options);
 }
 
 template <int CLUSTER>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(CLUSTER))
     dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
-                           int fold) {
+                           int options) {
 #if __CUDA_ARCH__ >= 900
     topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
-                           solo_up_to, fold);
+                           solo_up_to, options);
 #else
     __trap();
 #endif

@@ -1,7 +1,7 @@
 """CUDA `topk_indices` (topk_indices.cu), routed by the tensor's width: up to FAST_COLUMNS columns
 (16-byte aligned rows) one CTA a row with the row in registers (`dsv4_topk_indices_fast`); wider
 tensors, and more such rows than one wave, in one launch of `dsv4_topk_indices_wide` (one CTA a row,
-or a thread-block cluster of 2, 4 or 8 CTAs), which routes each row by its own seq_len on the device:
+or a thread-block cluster of 2, 4, 8 or 16 CTAs), which routes each row by its own seq_len on the device:
 rows <= k the plain copy, rows up to SOLO_COLUMNS (within a CTA's chunk buffer) selected by the
 cluster's rank 0 alone, longer ones split over the cluster, each chunk read once into shared memory
 and selected with the fast kernel's coarse histogram and candidate ranking (docs/perf-notes.md,
@@ -10,7 +10,9 @@ the fast kernel first and the rest in the wide kernel without the solo rows (the
 one-launch routing), `wide` sends every shape to the wide kernels (no fast kernel), `cluster` to the
 cluster kernel with its three-digit radix, `v2` to the older register kernel. DSV4_TOPK_SOLO=0 turns
 the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
-instead of reading them from the peers' histograms."""
+instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
+histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=0
+keeps rows at 8 CTAs."""
 
 import functools
 import os
@@ -72,6 +74,7 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
+WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options, as in topk_indices.cu
 
 
 def chunk_columns(columns, cluster):
@@ -152,17 +155,19 @@ _attributes_set = set()  # kernel pointers _two_per_sm has set up
 _no_cluster16 = set()  # devices whose driver refused a 16-CTA cluster launch: 8 CTAs there from then on
 
 
-def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True):
+def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
+             direct_sum=False):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
-    fold) for the wide kernels, (skip_up_to,) for the cluster kernels, () for v2. aligned: rows start
-    16-byte aligned; sms, clusters: as _device; choice, many_rows, solo, fold: the DSV4_TOPK_KERNEL,
-    DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO (columns; 0 = off) and DSV4_TOPK_FOLD settings."""
+    options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
+    kernels, () for v2. aligned: rows start 16-byte aligned; sms, clusters: as _device; choice,
+    many_rows, solo, fold, direct_sum: the DSV4_TOPK_KERNEL, DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO
+    (columns; 0 = off), DSV4_TOPK_FOLD and DSV4_TOPK_SUM settings."""
     narrow = columns <= FAST_COLUMNS
     if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
                                                                         many_rows):
         return [("dsv4_topk_indices_wide1", (1, batch), 4 * (chunk_columns(columns, 1) + 4), False,
-                 (-1, -1, int(fold)))]
+                 (-1, -1, WIDE_FOLD * fold))]
     runs, skip_up_to = [], -1
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
         # Up to FAST_COLUMNS wide: every row here. Wider (split only): rows of seq_len <= FAST_COLUMNS
@@ -190,11 +195,11 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     solo_up_to = min(solo, chunk) if cluster > 1 and choice != "split" and solo > 0 else -1
     # runs from the peers' histograms up to 8 CTAs; at 16 (rank 15 would read up to 15 peers' bins past
     # the threshold, ~57 KB over the SM-to-SM network) the counts are exchanged at a cluster barrier
-    fold = fold and cluster <= CLUSTERS[-1]
+    options = WIDE_FOLD * (fold and cluster <= CLUSTERS[-1]) | WIDE_DIRECT_SUM * direct_sum
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms
-    return runs + [(kernel, (cluster, batch), shared, pdl, (skip_up_to, solo_up_to, int(fold)))]
+    return runs + [(kernel, (cluster, batch), shared, pdl, (skip_up_to, solo_up_to, options))]
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
@@ -212,7 +217,8 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                         choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
                         many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"),
                         solo=int(os.environ.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
-                        fold=os.environ.get("DSV4_TOPK_FOLD", "1") != "0")
+                        fold=os.environ.get("DSV4_TOPK_FOLD", "1") != "0",
+                        direct_sum=os.environ.get("DSV4_TOPK_SUM", "scatter") == "direct")
         common = (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
                   page_size)
         for kernel, grid, shared, pdl, extra in runs:

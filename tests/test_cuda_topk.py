@@ -30,6 +30,7 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     assert split[1][4] == (T.FAST_COLUMNS, -1, 1)  # the fast kernel's rows skipped, no solo rows
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
+    assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
     # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave)
     assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
     assert [r[0] for r in T.launches(256, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
@@ -209,6 +210,8 @@ def test_every_launch_passes_as_many_arguments_as_its_kernel_takes():
         assert match, name
         return len(match.group(1).split(","))
 
+    for name in ("WIDE_FOLD", "WIDE_DIRECT_SUM"):  # the wide kernels' option bits
+        assert re.search(rf"#define {name} (\d+)", source).group(1) == str(getattr(T, name))
     for choice in ("fast", "split", "wide", "cluster", "v2"):
         for batch, columns in [(64, 16384), (256, 16384), (64, 65536), (64, 262144), (1, 65536), (3, 3000)]:
             for kernel, _, _, _, extra in T.launches(batch, columns, True, *H200_16, choice=choice):
