@@ -149,7 +149,7 @@ def wide_model(row, n, k, cluster, phase):
     return out
 
 
-@pytest.mark.parametrize("cluster", [1, 2, 8])
+@pytest.mark.parametrize("cluster", [1, 2, 8, 16])
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
 def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, data):
     rng = np.random.default_rng(cluster * 10 + len(data))
