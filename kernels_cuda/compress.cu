@@ -31,9 +31,15 @@ template <> struct Vec<1> {
     __device__ __forceinline__ void store(float* p) const { *p = v[0]; }
 };
 
-enum { MODE_RING = 0, MODE_PAGED = 1, MODE_ONLINE = 2 };
+// MODE_RING, MODE_PAGED, MODE_ONLINE (the template's MODE), C4_RING_WIDTH, C128_RING_WIDTH (positions a
+// ring row keeps), SEGMENT_WIDTH, C4_THREADS, C128_RUN_THREADS, C128_MAX_GROUPS, C128_GROUP_LANES come
+// from compress.py's DEFINES (-D options, their one definition; no defaults here).
+static_assert(MODE_RING != MODE_PAGED && MODE_PAGED != MODE_ONLINE && MODE_ONLINE != MODE_RING, "three modes");
+static_assert(C4_RING_WIDTH == 8 && C128_RING_WIDTH == 128, "a ring row keeps the blocks a pooled entry reads: "
+              "C4 blocks g - 1 and g, C128 block g");
 
 // A segment record (harness/plans.py, SEGMENT_FIELDS): 12 int32, read as three 16-byte loads.
+static_assert(SEGMENT_WIDTH == 12, "segment_of reads a record as three int4");
 struct Segment {
     int b;             // request
     int o;             // output row of the entry the call completes, or -1
@@ -47,7 +53,7 @@ struct Segment {
 };
 
 __device__ __forceinline__ Segment segment_of(const int* __restrict__ segments, int s) {
-    const int4* r = reinterpret_cast<const int4*>(segments) + 3 * s;
+    const int4* r = reinterpret_cast<const int4*>(segments) + SEGMENT_WIDTH / 4 * s;
     const int4 a = r[0], b = r[1], c = r[2];
     Segment seg;
     seg.b = a.x;
@@ -71,7 +77,7 @@ __device__ __forceinline__ const float* row_of(long long p, const Segment& seg, 
         const int page = p / RATIO == seg.g ? seg.state : seg.state_prev;
         return state + ((long long)page * RATIO + p % RATIO) * E;
     }
-    constexpr int W = RATIO == 4 ? 8 : 128;
+    constexpr int W = RATIO == 4 ? C4_RING_WIDTH : C128_RING_WIDTH;
     return state + ((long long)seg.state * W + p % W) * E;
 }
 
@@ -81,14 +87,14 @@ template <int RATIO, int MODE>
 __device__ __forceinline__ float* kept_row(long long p, const Segment& seg, float* state, int E) {
     if (MODE == MODE_PAGED)
         return seg.state < 0 ? nullptr : state + ((long long)seg.state * RATIO + p % RATIO) * E;
-    constexpr int W = RATIO == 4 ? 8 : 128;
+    constexpr int W = RATIO == 4 ? C4_RING_WIDTH : C128_RING_WIDTH;
     if (p < seg.end - W) return nullptr;
     return state + ((long long)seg.state * W + p % W) * E;
 }
 
 // Ratio 4: entry g pools the overlap half of block g-1 and the current half of block g (8 terms).
 template <int VEC, int MODE>
-__global__ void __launch_bounds__(128, 4) dsv4_compress_c4(
+__global__ void __launch_bounds__(C4_THREADS, 4) dsv4_compress_c4(
         const float* __restrict__ kv, float* state, const float* __restrict__ ape, float* __restrict__ out,
         const int* __restrict__ segments, int d, int pool, int store, int pdl) {
     const int c = (blockIdx.y * blockDim.x + threadIdx.x) * VEC;
@@ -231,7 +237,9 @@ __device__ __forceinline__ void online_step(const float* row, const float* bias,
     }
 }
 
-constexpr int C128_MAX_GROUPS = 16, C128_MAX_THREADS = 512, C128_GROUP_LANES = 32;
+// blocks (C128_RUN_THREADS, 1) and (C128_GROUP_LANES, groups <= C128_MAX_GROUPS): the bound covers both
+constexpr int C128_MAX_THREADS = C128_MAX_GROUPS * C128_GROUP_LANES;
+static_assert(C128_RUN_THREADS <= C128_MAX_THREADS, "the one-run block under the launch bound");
 
 // Pools CHUNK positions (values y, raw logits x, biases) into a running (max m, sum s, weighted sum acc)
 // per channel; positions from `valid` on are padding.

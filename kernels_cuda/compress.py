@@ -7,16 +7,16 @@ CUDA graph can capture it."""
 import functools
 import os
 
-import numpy as np
 import torch
 
 from harness import contract, plans
 from kernels_cuda._loader import launch
 
-THREADS = 128  # per C4 CTA; each thread owns VEC channels
+C4_THREADS = 128  # per C4 CTA; each thread owns VEC channels
+C128_RUN_THREADS = 128  # per C128 CTA that walks each channel's positions in one run (decode, filled prefill)
 PDL_CTAS_PER_SM = 4  # grids up to this many CTAs an SM (one wave) launch with programmatic dependent launch
 C128_ONE_RUN = 16  # C128 segments with at most this many new positions are walked by one thread each
-C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over (compress.cu's bound)
+C128_MAX_GROUPS = 16  # warps a C128 CTA splits a block's positions over
 C128_WARPS_PER_SM = 16  # ...chosen to keep this many warps an SM in flight
 # ...and so are all segments once one-run CTAs number this many per SM (64K prefill: 3.9);
 # DSV4_C128_FILL_WAVES=0 sends every C128 call to the one-run path (the check's small cases then cover it)
@@ -24,7 +24,19 @@ C128_FILL_WAVES = int(os.environ.get("DSV4_C128_FILL_WAVES", "2"))
 C128_GROUP_LANES = 32  # lanes of a group; groups after the first leave (max, sum, acc) in shared memory
 
 compress_plan = plans.compress_plan
-MODE_ID = {"ring": 0, "paged": 1, "online": 2}
+MODE_ID = {"ring": 0, "paged": 1, "online": 2}  # the kernels' MODE template argument
+
+# compress.cu's compile-time constants: defined above (or in the contract and the planner) only, passed
+# by the loader as -D options
+DEFINES = {"MODE_RING": MODE_ID["ring"], "MODE_PAGED": MODE_ID["paged"], "MODE_ONLINE": MODE_ID["online"],
+           "C4_RING_WIDTH": contract.RING_WIDTH[4], "C128_RING_WIDTH": contract.RING_WIDTH[128],
+           "SEGMENT_WIDTH": plans.SEGMENT_WIDTH, "C4_THREADS": C4_THREADS, "C128_RUN_THREADS": C128_RUN_THREADS,
+           "C128_MAX_GROUPS": C128_MAX_GROUPS, "C128_GROUP_LANES": C128_GROUP_LANES}
+# the kernels' parameters, checked by the loader's launch(); new_state None: update the state in place
+_TAIL = ("ptr segments", "i32 d", "i32 pool", "i32 store", "i32 pdl")
+SIGNATURES = {"dsv4_compress_c4": ("ptr kv", "ptr state", "ptr ape", "ptr out", *_TAIL),
+              "dsv4_compress_c128": ("ptr kv", "ptr state", "ptr new_state", "ptr ape", "ptr out", *_TAIL),
+              "dsv4_compress_online_commit": ("ptr state", "ptr new_state", "ptr segments", "i32 d")}
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,21 +63,21 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     segments = plan["segments"]
     vec = _vec(d, (kv_score, ape, state, out))
     if layout.ratio == 4:  # one thread per VEC channels
-        block = (min(THREADS, -(-contract.cdiv(d, vec) // 32) * 32),)
+        block = (min(C4_THREADS, -(-contract.cdiv(d, vec) // 32) * 32),)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     else:  # 128 threads over 128 x VEC channels, one run of positions each (decode, and prefill whose
         # segments fill the GPU); few segments with many new positions (a 4K chunk: 32 blocks): a warp
         # per run, up to 16 runs over the same 32 x VEC channels, as many as bring the warps in flight to
         # C128_WARPS_PER_SM (a 4K chunk at d = 512: 128 CTAs of 16 warps, 8 positions a warp)
-        one_run_ctas = plan["n_seg"] * contract.cdiv(d, 128 * vec)
+        one_run_ctas = plan["n_seg"] * contract.cdiv(d, C128_RUN_THREADS * vec)
         few = plan["most_new"] > C128_ONE_RUN and one_run_ctas < C128_FILL_WAVES * _sms(device)
         if few:
-            ctas = plan["n_seg"] * contract.cdiv(d, 32 * vec)
+            ctas = plan["n_seg"] * contract.cdiv(d, C128_GROUP_LANES * vec)
             wanted = contract.cdiv(C128_WARPS_PER_SM * _sms(device), ctas)  # warps a CTA, rounded up to 2^n
             groups = min(C128_MAX_GROUPS, max(4, 1 << (wanted - 1).bit_length()))
-            block = (32, groups)
+            block = (C128_GROUP_LANES, groups)
         else:
-            block = (128, 1)
+            block = (C128_RUN_THREADS, 1)
         grid = (plan["n_seg"], contract.cdiv(d, block[0] * vec))
     expr = f"dsv4_compress_c{layout.ratio}<{vec}, {MODE_ID[mode]}>"
     # C128: the partials of groups 1.. (none for one group)
@@ -77,7 +89,7 @@ def compress(kv_score, ape, state, *, ratio, prefix_lens, extend_lens, mode, sta
     pdl = grid[0] * grid[1] <= PDL_CTAS_PER_SM * _sms(device)
     for pool, store in passes:
         args = (kv_score, state, ape, out) if layout.ratio == 4 else \
-            (kv_score, state, scratch if scratch is not None else np.uint64(0), ape, out)
+            (kv_score, state, scratch, ape, out)
         launch("compress.cu", expr, grid, block, (*args, segments, d, pool, store, int(pdl)), device,
                shared_mem=shared, pdl=pdl)
     if scratch is not None:

@@ -136,3 +136,45 @@ def test_indexer_ring_depths_are_built():
     built = set(_loader.KERNELS["indexer_logits.cu"])
     assert {f"dsv4_indexer_logits_wgmma<{s}>" for s in indexer.WGMMA_STAGES} <= built
     assert indexer.WGMMA_DEFAULT_STAGES in indexer.WGMMA_STAGES
+
+
+def recording_launch(launched):
+    """A stand-in for the loader's launch() that checks the arguments as launch() does, and records them."""
+    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+        launched.append((expr, _loader.launch_values(expr, _loader.signature(name, expr), args)))
+    return launch
+
+
+@pytest.mark.parametrize("ratio, mode, prefix, extend, d", [
+    (4, "ring", [0, 5], [9, 1], 512), (4, "paged", [3, 0], [1, 17], 130), (128, "ring", [0, 100], [300, 1], 512),
+    (128, "paged", [0], [1000], 512), (128, "online", [100, 0], [300, 1], 512), (128, "online", [0], [4096], 512),
+    (128, "ring", [127, 300], [1, 1], 512), (128, "online", [127, 300], [1, 1], 130)], ids=lambda x: str(x))
+def test_compress_launches_what_its_kernels_declare(monkeypatch, ratio, mode, prefix, extend, d):
+    # the real wrapper on CPU tensors up to the launch (no GPU): every launch it makes passes the
+    # signature check, whichever path (C4, one-run or grouped C128, VEC 4 or 1, scratch and commit)
+    from harness import inputs
+    compress = importlib.import_module("kernels_cuda.compress")
+    launched = []
+    monkeypatch.setattr(compress, "launch", recording_launch(launched))
+    monkeypatch.setattr(compress, "_sms", lambda device: 132)
+    x = inputs.compress_inputs(ratio=ratio, d=d, prefix_lens=prefix, extend_lens=extend, mode=mode, seed=3)
+    x.call(compress.compress)
+    assert launched and all(e.startswith(f"dsv4_compress_c{ratio}<") for e, _ in launched[:1]), launched
+    for expr, values in launched:
+        assert len(values) == len(_loader.signature("compress.cu", expr))
+
+
+@pytest.mark.parametrize("wgmma", [True, False], ids=["wgmma", "mma"])
+def test_indexer_launches_what_its_kernels_declare(monkeypatch, wgmma):
+    from harness import inputs
+    indexer = importlib.import_module("kernels_cuda.indexer_logits")
+    launched = []
+    monkeypatch.setattr(indexer, "launch", recording_launch(launched))
+    monkeypatch.setattr(indexer, "_use_wgmma", lambda *a: wgmma)
+    monkeypatch.setattr(indexer, "_wgmma_grid", lambda device_index, stages: 528)
+    monkeypatch.setattr(_loader, "_index", lambda device: 0)
+    x = inputs.indexer_inputs(context_lens=[100, 700], heads=64, seed=5)
+    x.call(indexer.indexer_logits)
+    [(expr, values)] = launched
+    assert expr.startswith("dsv4_indexer_logits_wgmma<" if wgmma else "dsv4_indexer_logits")
+    assert values[5] == x.args[4].stride(0) and isinstance(values[5], np.int64)  # table_stride: long long
