@@ -472,6 +472,9 @@ template <bool HAS_SINK>
 __global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float* part_out, const float* part_lse,
                                                                     const float* sink, unsigned short* out, float* lse,
                                                                     int heads, int splits) {
+    // launched to overlap the split kernel (its CTAs trigger at their start): the partials are read
+    // only once that grid is done and its writes are visible (a no-op under a plain launch)
+    pdl_wait();
     const int b = blockIdx.x, h = blockIdx.y;
     const long long first = (long long)b * splits * heads + h;  // split s at first + s * heads
     float mx = -INFINITY;
@@ -984,6 +987,9 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
                                                 float* part_lse, int n, int heads, float sm_scale) {
     unsigned char* q_s = smem;  // [64 heads] swizzled
     const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    // the combine kernel, launched with PDL, may be scheduled once every CTA of this grid has
+    // started; its pdl_wait() holds it until this grid is done
+    pdl_launch_dependents();
 
     const int b = blockIdx.x, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -1368,6 +1374,7 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
                                                float* part_lse, int n, int heads, float sm_scale) {
     unsigned char* q_s = smem;  // [64 heads] swizzled
     const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    pdl_launch_dependents();  // as in wgmma_attention: the combine kernel's launch overlaps this grid
     const int b = blockIdx.x;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int half = warp >> 2, wq = warp & 3;  // warpgroup; warp within it (rows 16 wq .. +15)

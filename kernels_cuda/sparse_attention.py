@@ -166,5 +166,8 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem)
     if splits > 1:
+        # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
+        # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
-               (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device)
+               (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device,
+               pdl=True)
