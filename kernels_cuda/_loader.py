@@ -3,7 +3,8 @@
 One place for the compile options and one compile path: `compile_cubin` (NVRTC, no GPU needed) makes
 the cubin that CI inspects and that the GPU loads, for the device's own architecture (`sm_90a` on
 Hopper, so wgmma and the bulk-copy engine are available), once per (source, architecture), kept on
-disk between processes (`cached_cubin`).
+disk between processes (`cached_cubin`). A source's compile-time constants (-D options) and its
+kernels' argument signatures are declared once, by its wrapper (DECLARED_IN).
 Kernels get raw device pointers of torch tensors (no copies) and run on torch's current stream.
 The sources need no headers: bf16 and e4m3 conversions are written out.
 """
@@ -178,7 +179,8 @@ def kernel(name, expr, device):
 def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
     """Launch on torch's current stream, the arguments checked and converted by the kernel's declared
     signature (launch_values); where its source declares none, tensors go as raw pointers and ints as
-    int32 unless wrapped. pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
+    int32 unless wrapped.
+    pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
     previous kernel on the stream finishes; it must call `pdl_wait()` (common.cuh) before reading
     anything an earlier kernel wrote. Hides the launch gap between short kernels."""
     import cupy
