@@ -15,11 +15,12 @@ shared memory (bulk copy, mbarrier), so a gathered row crosses from L2 once for 
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
-KERNEL "auto" (default): on Hopper pipe for decode-sized grids (at most 2 waves of 64-head CTAs before
-splitting: the gathers' latency bounds them), pair there instead when H is a multiple of 128, and
-wgmma for larger grids (prefill: bound by the
-tensor cores, where 64-row tiles cost less softmax a row); else h64 where its shared memory fits,
-else h16.
+KERNEL "auto" (default): wgmma on Hopper, else h64 where its shared memory fits, else h16. Measured on
+the H200 at 71421ec (medians us, L2 flushed): the 32-row pipe body costs about 2 us a tile whatever the
+gather (pair at hca-decode-b64-h128-k8320 514.6 against 231 for wgmma in run 5; pipe at
+hca-decode-b64-h64-k8320 271.7 against 229.6; decode-b256-h64-k640 108.6 against 91.7;
+decode-b64-h128-k1152 pair 90.8 against 74.6; decode-b64-h64-k640 39.5 against 39.0), so halving the
+pair's gathered bytes did not pay: the per-tile chain of barrier, S exchange, softmax and waits bounds it.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair) in the environment sets KERNEL, to compare
@@ -67,7 +68,6 @@ PAIR_HEADS = 128  # a cluster's two 64-head CTAs
 # LATE_PV pipe / pair: the loader's region rounded up to 1024 bytes, then the two warpgroups' P blocks
 LATE_P_AT = contract.cdiv(PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + 1024, 1024) * 1024
 LATE_SHARED_BYTES = 1024 + 64 * KV_ROW_BYTES + LATE_P_AT + 2 * 64 * 128
-PIPE_MAX_WAVES = 2  # auto: pipe while batch x head blocks fits in this many waves of one CTA an SM
 
 
 @functools.lru_cache(maxsize=None)
@@ -105,8 +105,6 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
         return choice if fits(choice) else "h64"
     if choice == "h64":
         return "h64"
-    if choice == "auto" and fits("pipe") and batch * contract.cdiv(heads, H64_HEADS) <= PIPE_MAX_WAVES * sms:
-        return "pair" if pairs and fits("pair") else "pipe"
     return "wgmma" if fits("wgmma") else "h64"  # auto, wgmma
 
 

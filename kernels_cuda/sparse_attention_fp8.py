@@ -21,12 +21,11 @@ KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
   is read and dequantised once for 128 heads, not twice;
 - DSV4_ATTENTION_LATE_PV=1 (LATE_PV, as for the bf16 op) runs "pipe" with P V left in flight into the next
   tile and 3 raw stages instead of 4 (LATE_SHARED_BYTES);
-- "auto" (default): pair when H is a multiple of 128; else pipe for index lists of at least
-  PIPE_MIN_TOPK (HCA, 8320), wgmma below (CSA decode). Measured at 4f7cc4b, pipe (then without the
-  L2 hint) took 54.5 us at decode-b64-h64-k640 against 48.5 for the cvt wgmma kernel: its 32-row S
-  (m64n32k16, Q re-read from shared memory for every 32 rows) and twice the softmax a row cost more
-  than the overlap gives on short lists; the wgmma kernel with the integer dequantisation does
-  strictly less work than the measured one."""
+- "auto" (default): wgmma. Measured on the H200 at 71421ec (medians us): pipe 501.7 at
+  hca-decode-b64-h64-k8320 (the cvt wgmma kernel: 383.8 at de45cfa), pair 122.5 at
+  decode-b64-h128-k1152 and 723.9 at hca-decode-b64-h128-k8320 (FlashMLA 63.6, 342.9): the 32-row
+  pipe body costs about 2 us a tile, twice the wgmma kernel's per row, and halving the pair's gathers
+  and dequantisation did not offset it."""
 
 import os
 
@@ -38,16 +37,13 @@ from kernels_cuda.sparse_attention import (KV_ROW_BYTES, LATE_PV, PAIR_HEADS, WG
                                            launch_split, outputs)
 
 KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
-PIPE_MIN_TOPK = 2048  # auto: the pipe kernel from this many indices a row
 
 
 def choose_kernel(choice, topk, heads):
     """pipe, pair, wgmma or cvt for KERNEL `choice`, K indices a row and H heads (pair needs H a
-    multiple of 128: elsewhere it stands for auto's choice)."""
-    if choice in ("auto", "pair") and heads % PAIR_HEADS == 0:
+    multiple of 128: elsewhere it stands for auto's choice, wgmma)."""
+    if choice == "pair" and heads % PAIR_HEADS == 0:
         return "pair"
-    if choice in ("auto", "pair"):
-        return "pipe" if topk >= PIPE_MIN_TOPK else "wgmma"
     return choice if choice in ("pipe", "cvt") else "wgmma"
 
 # as FP8_WG_SHARED_BYTES in sparse_attention.cu: alignment slack, Q, the bf16 tile, two stages of 64

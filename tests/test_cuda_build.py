@@ -122,12 +122,12 @@ def test_attention_shared_sizes_match_the_kernels():
 
 
 @pytest.mark.parametrize("capability, sms, shared, decode, prefill",
-                         [((9, 0), 132, 232448, "pipe", "wgmma"), ((8, 0), 108, 166912, "h16", "h16"),
+                         [((9, 0), 132, 232448, "wgmma", "wgmma"), ((8, 0), 108, 166912, "h16", "h16"),
                           ((10, 0), 148, 232448, "h64", "h64")], ids=["h200", "a100", "b200"])
 def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared, decode, prefill):
     # the host routing of sparse_attention (no GPU): every choice launches a compiled kernel whose
     # shared memory fits; the wgmma kernels only on Hopper with whole 64-head blocks and aligned
-    # tensors; auto takes pipe for decode-sized grids and wgmma for prefill-sized ones
+    # tensors; auto takes wgmma on Hopper (the pipe and pair kernels only when asked for)
     A = importlib.import_module("kernels_cuda.sparse_attention")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
     for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair"):
@@ -147,13 +147,13 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
                         assert kernel == choice
     assert A.choose_kernel("auto", capability, 64, 64, sms, shared, True) == decode  # decode b64 H64
     assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
-    # decode b64 H128: the pair kernel where pipe would run
-    assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode.replace("pipe", "pair")
+    assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode  # decode b64 H128
+    assert A.choose_kernel("pair", capability, 64, 64, sms, shared, True) in ("pipe", "h16", "h64")  # H 64: no pair
 
 
 def test_fp8_attention_routes_name_compiled_kernels():
     # every FP8 choice launches a compiled kernel; pair (a cluster over head blocks 2c, 2c + 1) only
-    # for H a multiple of 128, and auto takes it there
+    # for H a multiple of 128; auto takes the wgmma kernel
     F = importlib.import_module("kernels_cuda.sparse_attention_fp8")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
     for choice in ("auto", "pipe", "pair", "wgmma", "cvt"):
@@ -164,5 +164,6 @@ def test_fp8_attention_routes_name_compiled_kernels():
                                                                                              f"{kernel}<true, true>")
                 assert f"dsv4_sparse_attention_fp8_{name}" in compiled, (choice, kernel)
                 assert kernel != "pair" or heads % 128 == 0, (choice, heads)
-    assert F.choose_kernel("auto", 1152, 128) == "pair" and F.choose_kernel("auto", 8320, 64) == "pipe"
+    assert F.choose_kernel("auto", 1152, 128) == "wgmma" and F.choose_kernel("auto", 8320, 64) == "wgmma"
+    assert F.choose_kernel("pair", 8320, 128) == "pair" and F.choose_kernel("pipe", 8320, 64) == "pipe"
     assert F.choose_kernel("pair", 640, 64) == "wgmma"  # not a multiple of 128: auto's choice
