@@ -59,7 +59,8 @@ COMMON = "common.cuh"  # prepended to every source: shared helpers, no CUDA head
 #   SIGNATURES {kernel name: ("kind name", ...)}: each kernel's parameters, kinds ptr / i32 / i64 / f32,
 #     which launch() checks and converts (launch_values).
 # A source not listed compiles without -D options and launches unchecked (a Python int becomes int32).
-DECLARED_IN = {"compress.cu": "kernels_cuda.compress", "indexer_logits.cu": "kernels_cuda.indexer_logits"}
+DECLARED_IN = {"compress.cu": "kernels_cuda.compress", "indexer_logits.cu": "kernels_cuda.indexer_logits",
+               "sparse_attention.cu": "kernels_cuda.sparse_attention"}  # both attention ops' kernels
 
 
 def source(name):

@@ -12,11 +12,14 @@
 //   ldmatrix.trans; warp w owns output dims 128w .. 128w+127.
 // The sink joins only the denominator: out = O / (l + exp(sink - m)).
 
-#define DIM 512
-#define TILE 32
-#define WARPS 4
+// DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
+// WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
+// PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) come from sparse_attention.py's DEFINES (-D options,
+// their one definition; no defaults here): the kernels are written for the values asserted.
+static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
+static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
+static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
-#define KV_STRIDE 1040  // bytes per shared row: 16-byte aligned, 8 rows land on distinct banks
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
@@ -243,9 +246,9 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
 // SPLIT: this CTA covers indices [split * chunk, +chunk) and writes its output normalised by its own
 // sum (fp32) and its lse; dsv4_sparse_attention_combine merges the splits and applies the sink.
 
-#define H64_WARPS 8
+static_assert(H64_WARPS == 8 && STAGES == 3, "h64: 4 groups of 16 heads x 2 halves of the dims; 3 stages "
+              "(2 tiles in flight) fill Hopper's 227 KB with Q");
 #define H64_HALF 256  // dims per warp
-#define STAGES 3
 
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(H64_WARPS * 32, 1)
@@ -525,8 +528,8 @@ __global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float
 // 64, FP8 loader only) get zero Q rows and are not written.
 // SPLIT as in the h64 kernel (dsv4_sparse_attention_combine merges the splits).
 
-#define WG_TILE 64
-#define WG_STAGES 2
+static_assert(WG_TILE == 64 && WG_STAGES == 2, "wgmma: a tile is S's N = 64 (4 k-steps of P V); tile i + 1 "
+              "is copied while tile i is multiplied");
 #define WG_CHUNK_BYTES(rows) ((rows) * 128)
 #define WG_MAT_BYTES (WG_TILE * DIM * 2)  // 64 lines x 1 KB
 // dynamic shared memory: 1024 bytes of alignment slack, Q, the stages, the S partials, the flags
@@ -721,7 +724,7 @@ struct WgBf16Rows {  // bf16 rows of 1 KB, copied straight into a swizzled tile 
 // Unread: padding, other slots, byte 7 of a scale group; a -1 row loads nothing and becomes zeros.
 #define FP8_RECORD 576                                 // bytes: 448 e4m3 then 64 bf16
 #define FP8_NOPE 448                                   // e4m3 dims
-#define FP8_PITCH 592                                  // a staged row: record, 8 scale bytes, 8 spare
+static_assert(FP8_PITCH == FP8_RECORD + 16, "a staged row: record, 8 scale bytes, 8 spare (16-byte aligned)");
 #define FP8_STAGE_BYTES (WG_TILE * FP8_PITCH)          // 37,888 >= the S partials' 32 KB
 #define FP8_PIECES (FP8_RECORD / 16)                   // 36 copies of 16 bytes a record
 #define FP8_PIECES_PER_THREAD (WG_TILE * FP8_PIECES / 256)  // 9
@@ -1153,11 +1156,10 @@ __global__ void __launch_bounds__(256, 1)
 // A loader owns the shared memory after Q and provides start, top, refill, flags (the tile's row
 // flags, valid until the next top), overlap, s_part (16 KB), finish (after the loop: its own
 // asynchronous work done) and ANY_HEADS as the wgmma loaders do.
-#define PIPE_TILE 32
+static_assert(PIPE_TILE == 32 && PIPE_BF16_STAGES == 4 && PIPE_RAW_STAGES == 4 && FP8_LATE_RAW_STAGES == 3,
+              "pipe: S is wgmma m64n32, 2 k-steps of P V a tile; the stage counts fill Hopper's 227 KB");
 #define PIPE_BF16_BYTES (PIPE_TILE * DIM * 2)                          // 32 KB, chunks of 32 lines (4 KB)
 #define PIPE_SPART_BYTES (2 * 4 * 16 * 32 * 4)                         // [2 halves][4 warps][16][32 lanes] fp32
-#define PIPE_BF16_STAGES 4
-#define PIPE_RAW_STAGES 4
 #define PIPE_RAW_BYTES (PIPE_TILE * FP8_PITCH)                         // 18,944
 #define PIPE_PIECES_PER_THREAD ((PIPE_TILE * FP8_PIECES + 255) / 256)  // 5 (the last for threads < 128)
 #define BF16_PIPE_SHARED_BYTES (1024 + WG_MAT_BYTES + PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + PIPE_BF16_STAGES * PIPE_TILE * 4)
@@ -1168,9 +1170,10 @@ __global__ void __launch_bounds__(256, 1)
 // region, 1024-aligned for the swizzle; the bf16 pipe and pair loaders both fit in LATE_SHARED_BYTES
 #define LATE_P_AT(loader_bytes) (((loader_bytes) + 1023) / 1024 * 1024)
 #define LATE_SHARED_BYTES (1024 + WG_MAT_BYTES + LATE_P_AT(PIPE_BF16_STAGES * PIPE_BF16_BYTES + PIPE_SPART_BYTES + 1024) + 2 * 64 * 128)
-// the FP8 pipe with 3 raw stages instead of 4 (one 18,944-byte stage makes room for the P blocks)
+// the FP8 pipe with FP8_LATE_RAW_STAGES (3) raw stages instead of 4 (one 18,944-byte stage makes room for
+// the P blocks)
 #define FP8_LATE_SHARED_BYTES \
-    (1024 + WG_MAT_BYTES + LATE_P_AT(2 * PIPE_BF16_BYTES + 3 * PIPE_RAW_BYTES + PIPE_SPART_BYTES + 3 * PIPE_TILE * 4 + 2 * PIPE_TILE * 4) + 2 * 64 * 128)
+    (1024 + WG_MAT_BYTES + LATE_P_AT(2 * PIPE_BF16_BYTES + FP8_LATE_RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES + FP8_LATE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4) + 2 * 64 * 128)
 
 #if WG_AVAILABLE
 struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-row stages
@@ -1243,7 +1246,7 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
 // (e4m3x8_scaled_bf16x8) into two bf16 tiles, one tile ahead of the math. Row flags: the raw
 // stage's are written with the copies and carried to the bf16 tile's by the dequantisation (the
 // raw stage is refilled before tile i's softmax reads its flags).
-template <int RAW_STAGES>  // PIPE_RAW_STAGES; 3 in the LATE_PV kernel, whose P blocks need the room
+template <int RAW_STAGES>  // PIPE_RAW_STAGES; FP8_LATE_RAW_STAGES in the LATE_PV kernel, whose P blocks need the room
 struct PipeFp8RowsT {
     static constexpr bool ANY_HEADS = true;
     static constexpr int SHARED_BYTES = 2 * PIPE_BF16_BYTES + RAW_STAGES * PIPE_RAW_BYTES + PIPE_SPART_BYTES +
@@ -1354,7 +1357,7 @@ struct PipeFp8RowsT {
 static_assert(1024 + WG_MAT_BYTES + PipeBf16Rows::SHARED_BYTES == BF16_PIPE_SHARED_BYTES, "bf16 pipe layout");
 using PipeFp8Rows = PipeFp8RowsT<PIPE_RAW_STAGES>;
 static_assert(1024 + WG_MAT_BYTES + PipeFp8Rows::SHARED_BYTES == FP8_PIPE_SHARED_BYTES, "FP8 pipe layout");
-static_assert(1024 + WG_MAT_BYTES + LATE_P_AT(PipeFp8RowsT<3>::SHARED_BYTES) + 2 * 64 * 128 == FP8_LATE_SHARED_BYTES,
+static_assert(1024 + WG_MAT_BYTES + LATE_P_AT(PipeFp8RowsT<FP8_LATE_RAW_STAGES>::SHARED_BYTES) + 2 * 64 * 128 == FP8_LATE_SHARED_BYTES,
               "FP8 LATE_PV pipe layout");
 
 // The pipe kernels' body: Q at `smem` (64 swizzled lines), the rows through `rows`; n = this
@@ -1543,7 +1546,7 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-// LATE_PV: see pipe_attention (3 raw stages, FP8_LATE_SHARED_BYTES of dynamic shared memory)
+// LATE_PV: see pipe_attention (FP8_LATE_RAW_STAGES raw stages, FP8_LATE_SHARED_BYTES of dynamic shared memory)
 template <bool HAS_SINK, bool SPLIT, bool LATE_PV = false>
 __global__ void __launch_bounds__(256, 1)
     dsv4_sparse_attention_fp8_pipe(const unsigned short* q, const unsigned char* kv_cache, const int* indices,
@@ -1554,8 +1557,8 @@ __global__ void __launch_bounds__(256, 1)
     unsigned char* smem = wg_smem_base(smem_raw);
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
-    PipeFp8RowsT<LATE_PV ? 3 : PIPE_RAW_STAGES> rows(kv_cache, page_stride, page_shift,
-                                                     indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
+    PipeFp8RowsT<LATE_PV ? FP8_LATE_RAW_STAGES : PIPE_RAW_STAGES> rows(
+        kv_cache, page_stride, page_shift, indices + (long long)blockIdx.x * K + k_begin, n, smem + WG_MAT_BYTES);
     pipe_attention<HAS_SINK, SPLIT, LATE_PV>(rows, smem, q, sink, out, lse, part_out, part_lse, n, heads, sm_scale);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper)
@@ -1589,9 +1592,8 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 #define PAIR_ROWS (PIPE_TILE / 2)                                        // a CTA's rows of a tile: 16
 #define PAIR_TX (8 * PAIR_ROWS * 128 + PAIR_ROWS * 4)                  // bytes sent a tile: 16,448
-#define PAIR_BF16_BUFS 4
-#define PAIR_FP8_BUFS 3
-#define PAIR_RAW_STAGES 5
+static_assert(PAIR_BF16_BUFS == 4 && PAIR_FP8_BUFS == 3 && PAIR_RAW_STAGES == 5, "pair: a buffer is free in the "
+              "peer when its next tile arrives for BUFS >= 3; the counts fill Hopper's 227 KB");
 #define PAIR_RAW_BYTES (PAIR_ROWS * FP8_PITCH)                           // 9,472
 #define PAIR_FP8_PIECES_PER_THREAD ((PAIR_ROWS * FP8_PIECES + 255) / 256)  // 3 (the last for threads < 64)
 // alignment slack, Q, the buffers, the S partials, the flags [BUFS][32], the mbarriers [BUFS]

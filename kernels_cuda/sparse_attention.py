@@ -40,8 +40,10 @@ KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
 SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
 
-TILE, KV_STRIDE = 32, 1040  # as in sparse_attention.cu
-KV_ROW_BYTES = 1024  # 512 bf16
+# compile-time constants of sparse_attention.cu (both ops' kernels): defined here only, the loader passes
+# DEFINES as -D options
+TILE, KV_STRIDE = 32, 1040  # h16 / h64: rows a tile; bytes a shared row (16-byte aligned, bank-spread)
+KV_ROW_BYTES = contract.ATTN_DIM * 2  # 512 bf16
 # h16
 HEADS_PER_CTA = 16
 WARPS = 4
@@ -57,17 +59,38 @@ WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
-PIPE_TILE, PIPE_STAGES = 32, 4
-PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
-                     + PIPE_STAGES * PIPE_TILE * 4)
+PIPE_TILE, PIPE_BF16_STAGES = 32, 4
+PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PIPE_BF16_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
+                     + PIPE_BF16_STAGES * PIPE_TILE * 4)
 # pair: alignment slack, Q, 4 buffers of 32 swizzled rows, the S partials, the flags, 4 mbarriers
-PAIR_BUFS = 4
-PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BUFS * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
-                     + PAIR_BUFS * PIPE_TILE * 4 + PAIR_BUFS * 8)
+PAIR_BF16_BUFS = 4
+PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BF16_BUFS * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
+                     + PAIR_BF16_BUFS * PIPE_TILE * 4 + PAIR_BF16_BUFS * 8)
 PAIR_HEADS = 128  # a cluster's two 64-head CTAs
 # LATE_PV pipe / pair: the loader's region rounded up to 1024 bytes, then the two warpgroups' P blocks
-LATE_P_AT = contract.cdiv(PIPE_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + 1024, 1024) * 1024
+LATE_P_AT = contract.cdiv(PIPE_BF16_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4 + 1024, 1024) * 1024
 LATE_SHARED_BYTES = 1024 + 64 * KV_ROW_BYTES + LATE_P_AT + 2 * 64 * 128
+# the FP8 kernels' (sparse_attention_fp8.py): a staged record's pitch (576 bytes, 8 scale bytes, 8 spare), the
+# pipe's raw stages (LATE_PV pipe: 3, its P blocks need the room), the pair's bf16 buffers and raw stages
+FP8_PITCH = 592
+PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES = 4, 3
+PAIR_FP8_BUFS, PAIR_RAW_STAGES = 3, 5
+# under the .cu's names (the Python constants above are named as in the .cu)
+DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": KV_STRIDE, "H64_WARPS": H64_WARPS,
+           "STAGES": STAGES, "WG_TILE": WG_TILE, "WG_STAGES": WG_STAGES, "PIPE_TILE": PIPE_TILE,
+           "PIPE_BF16_STAGES": PIPE_BF16_STAGES, "PAIR_BF16_BUFS": PAIR_BF16_BUFS, "FP8_PITCH": FP8_PITCH,
+           "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
+           "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES}
+# the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
+# indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
+_OUT = ("ptr sink", "ptr out", "ptr lse")
+_SPLIT = (*_OUT, "ptr part_out", "ptr part_lse", "i32 K", "i32 heads", "i32 chunk", "f32 sm_scale")
+_BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
+_FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
+SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
+              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
+              **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
+              "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,12 +29,12 @@ KERNEL (`DSV4_ATTENTION_FP8_KERNEL` in the environment):
 
 import os
 
-import numpy as np
 import torch
 
 from harness import contract
-from kernels_cuda.sparse_attention import (KV_ROW_BYTES, LATE_PV, PAIR_HEADS, WG_TILE, _shared_optin,
-                                           launch_split, outputs)
+from kernels_cuda.sparse_attention import (FP8_LATE_RAW_STAGES, PAIR_FP8_BUFS, PAIR_RAW_STAGES, PIPE_RAW_STAGES,
+                                           FP8_PITCH, KV_ROW_BYTES, LATE_PV, PAIR_HEADS, PIPE_TILE, WG_TILE,
+                                           _shared_optin, launch_split, outputs)
 
 KERNEL = os.environ.get("DSV4_ATTENTION_FP8_KERNEL", "auto")
 
@@ -46,28 +46,27 @@ def choose_kernel(choice, topk, heads):
         return "pair"
     return choice if choice in ("pipe", "cvt") else "wgmma"
 
+# the launches' sizes (FP8_PITCH and the stage counts are sparse_attention.py's DEFINES);
 # as FP8_WG_SHARED_BYTES in sparse_attention.cu: alignment slack, Q, the bf16 tile, two stages of 64
-# raw rows of 592 bytes (the S partials share them), the row flags
-FP8_PITCH = 592
+# raw rows of FP8_PITCH bytes (the S partials share them), the row flags
 SHARED_BYTES = 1024 + 2 * WG_TILE * KV_ROW_BYTES + 2 * WG_TILE * FP8_PITCH + 2 * WG_TILE * 4
 # as FP8_PIPE_SHARED_BYTES: alignment slack, Q, two bf16 tiles of 32 rows, four raw stages of 32 rows,
 # the S partials (2 x 64 x 32 fp32), the raw stages' and the bf16 tiles' row flags
-PIPE_TILE, PIPE_RAW_STAGES = 32, 4
-PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + 2 * PIPE_TILE * KV_ROW_BYTES + PIPE_RAW_STAGES * PIPE_TILE * FP8_PITCH
-                     + 2 * 64 * PIPE_TILE * 4 + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
+PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + 2 * PIPE_TILE * KV_ROW_BYTES
+                     + PIPE_RAW_STAGES * PIPE_TILE * FP8_PITCH + 2 * 64 * PIPE_TILE * 4
+                     + PIPE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4)
 # as FP8_LATE_SHARED_BYTES: the pipe's layout with 3 raw stages, rounded up to 1024 bytes, then the two
 # warpgroups' P blocks
-LATE_RAW_STAGES = 3
 LATE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES
-                     + contract.cdiv(2 * PIPE_TILE * KV_ROW_BYTES + LATE_RAW_STAGES * PIPE_TILE * FP8_PITCH
-                                     + 2 * 64 * PIPE_TILE * 4 + LATE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4,
+                     + contract.cdiv(2 * PIPE_TILE * KV_ROW_BYTES + FP8_LATE_RAW_STAGES * PIPE_TILE * FP8_PITCH
+                                     + 2 * 64 * PIPE_TILE * 4 + FP8_LATE_RAW_STAGES * PIPE_TILE * 4 + 2 * PIPE_TILE * 4,
                                      1024) * 1024 + 2 * 64 * 128)
 # as FP8_PAIR_SHARED_BYTES: alignment slack, Q, three bf16 tiles of 32 rows, five raw stages of a CTA's 16
 # rows, the S partials, the raw stages' and the bf16 tiles' row flags, three mbarriers
-PAIR_ROWS, PAIR_BUFS, PAIR_RAW_STAGES = PIPE_TILE // 2, 3, 5
-PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_BUFS * PIPE_TILE * KV_ROW_BYTES
+PAIR_ROWS = PIPE_TILE // 2
+PAIR_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PAIR_FP8_BUFS * PIPE_TILE * KV_ROW_BYTES
                      + PAIR_RAW_STAGES * PAIR_ROWS * FP8_PITCH + 2 * 64 * PIPE_TILE * 4
-                     + PAIR_RAW_STAGES * PAIR_ROWS * 4 + PAIR_BUFS * PIPE_TILE * 4 + PAIR_BUFS * 8)
+                     + PAIR_RAW_STAGES * PAIR_ROWS * 4 + PAIR_FP8_BUFS * PIPE_TILE * 4 + PAIR_FP8_BUFS * 8)
 
 
 def decline_reason(q):
@@ -95,7 +94,7 @@ def sparse_attention_fp8(q, kv_cache, indices, *, page_size, sm_scale, attn_sink
     if not layout.batch:
         return out, lse
     page_shift = layout.page_size.bit_length() - 1  # page_size is a power of two (the contract checks)
-    tail = (float(sm_scale), page_shift, np.int64(layout.page_stride))
+    tail = (float(sm_scale), page_shift, layout.page_stride)  # the signature makes page_stride a long long
     kernel = choose_kernel(KERNEL, layout.topk, layout.heads)
     if kernel in ("pipe", "pair"):
         late = LATE_PV and kernel == "pipe"

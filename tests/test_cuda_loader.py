@@ -178,3 +178,48 @@ def test_indexer_launches_what_its_kernels_declare(monkeypatch, wgmma):
     [(expr, values)] = launched
     assert expr.startswith("dsv4_indexer_logits_wgmma<" if wgmma else "dsv4_indexer_logits")
     assert values[5] == x.args[4].stride(0) and isinstance(values[5], np.int64)  # table_stride: long long
+
+
+@pytest.mark.parametrize("kernel, heads, sms", [
+    ("h16", 80, 132), ("h64", 64, 132), ("wgmma", 64, 132), ("wgmma2", 128, 132), ("pipe", 64, 132),
+    ("pair", 128, 132), ("h64", 64, 1), ("wgmma", 64, 1)], ids=lambda x: str(x))
+def test_attention_launches_what_its_kernels_declare(monkeypatch, kernel, heads, sms):
+    # the real wrapper on CPU tensors up to the launch, the kernel forced: the kernel and, where the
+    # index list is split (2 rows on 132 SMs; on 1 SM it is not), the combine pass the signature check
+    from harness import inputs
+    attention = importlib.import_module("kernels_cuda.sparse_attention")
+    launched = []
+    monkeypatch.setattr(attention, "launch", recording_launch(launched))
+    monkeypatch.setattr(attention, "choose_kernel", lambda *a: kernel)
+    monkeypatch.setattr(attention, "_sm_count", lambda device: sms)
+    monkeypatch.setattr(attention, "_shared_optin", lambda device: 232448)
+    monkeypatch.setattr(attention.torch.cuda, "get_device_capability", lambda device: (9, 0))
+    x = inputs.attention_inputs(positions=[900, 30], heads=heads, seed=7)
+    x.call(attention.sparse_attention)
+    name = "dsv4_sparse_attention<" if kernel == "h16" else f"dsv4_sparse_attention_{kernel}<"
+    assert launched[0][0].startswith(name), launched
+    split = launched[0][0].endswith(", true>")
+    assert [e.split("<")[0] for e, _ in launched[1:]] == (["dsv4_sparse_attention_combine"] if split else [])
+    assert split == (kernel != "h16" and sms > 1), launched
+    for expr, values in launched:
+        assert len(values) == len(_loader.signature("sparse_attention.cu", expr))
+
+
+@pytest.mark.parametrize("kernel", ["wgmma", "cvt", "pipe", "pair"])
+def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
+    from harness import inputs
+    attention = importlib.import_module("kernels_cuda.sparse_attention")
+    fp8 = importlib.import_module("kernels_cuda.sparse_attention_fp8")
+    launched = []
+    monkeypatch.setattr(attention, "launch", recording_launch(launched))  # launch_split's
+    monkeypatch.setattr(attention, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(fp8, "decline_reason", lambda q: None)
+    monkeypatch.setattr(fp8, "choose_kernel", lambda *a: kernel)
+    x = inputs.attention_fp8_inputs(positions=[900, 30], heads=128, seed=9)
+    x.call(fp8.sparse_attention_fp8)
+    assert launched[0][0].startswith(f"dsv4_sparse_attention_fp8_{'wgmma' if kernel == 'cvt' else kernel}<")
+    assert [e.split("<")[0] for e, _ in launched[1:]] == ["dsv4_sparse_attention_combine"]
+    values = launched[0][1]
+    assert values[-1] == x.args[1].stride(0) and isinstance(values[-1], np.int64)  # page_stride: long long
+    for expr, values in launched:
+        assert len(values) == len(_loader.signature("sparse_attention.cu", expr))
