@@ -13,7 +13,18 @@ apache-tvm-ffi the GPU machine installs, e.g. for the H200:
 
 `build` runs FlashInfer's own JIT build of the module (its ninja file, its flags) against the wheel's
 sources, with the package imported under a stand-in (the slim wheel's __init__ cannot run), as the
-adapter does. `add` writes a copy of the wheel with the .so under data/aot/topk and the version
+adapter does. On a machine with no driver the final link fails (`cannot find -lcuda`, and -lcudart
+where only the runtime's .so.13 is installed); the objects are built by then, so link them by hand in
+the module's build folder, against the CUDA toolkit's libcudart and an empty stand-in libcuda (nothing
+of the driver's is used, so the .so does not even record it):
+
+    gcc -shared -o /tmp/stub/libcuda.so -Wl,-soname,libcuda.so.1 -x c /dev/null
+    c++ *.cuda.o -shared -L/usr/local/cuda-13.0/lib -L/tmp/stub -lcudart -lcuda -o topk.so
+
+(2026-12-01: 0.7.4's four objects took about 70 minutes on 2 cores, cub_topk.cu most of it; the module
+then loaded and ran on the H200: results/h200/2026-12-01-session6/bench-topk-93e251d.json.)
+
+`add` writes a copy of the wheel with the .so under data/aot/topk and the version
 label "+slim.aot<arch>" (the replaced wheel is removed from DEST_DIR), RECORD rewritten.
 """
 
