@@ -60,7 +60,8 @@ COMMON = "common.cuh"  # prepended to every source: shared helpers, no CUDA head
 #     which launch() checks and converts (launch_values).
 # A source not listed compiles without -D options and launches unchecked (a Python int becomes int32).
 DECLARED_IN = {"compress.cu": "kernels_cuda.compress", "indexer_logits.cu": "kernels_cuda.indexer_logits",
-               "sparse_attention.cu": "kernels_cuda.sparse_attention"}  # both attention ops' kernels
+               "sparse_attention.cu": "kernels_cuda.sparse_attention",  # both attention ops' kernels
+               "topk_indices.cu": "kernels_cuda.topk_indices"}
 
 
 def source(name):

@@ -18,9 +18,14 @@
 #define TOPK_CLUSTER_DIMS(n)
 #endif
 
-#define TOPK_THREADS 1024
+// TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
+// WIDE_FOLD and WIDE_DIRECT_SUM come from topk_indices.py's DEFINES (-D options, their one definition;
+// no defaults here).
+static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
+              "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
 #define TOPK_BINS 2048   // 11-bit digits: bits 31..21, then 20..10, then 9..0 (10 bits)
+static_assert(MAX_K <= 2 * TOPK_BINS, "the write-out stages k raw columns in the two digit histograms");
 
 // Order-preserving key. Every NaN becomes the largest key (as torch.topk ranks NaN): NaN never
 // reaches a long row that was validated, and this way no key falls below -inf's 0x007fffff, so
@@ -609,7 +614,11 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 #define FAST_CODE_LO (111u << 6)
 #define FAST_CODE_HI ((142u << 6) | 63u)
 // Two CTAs an SM (32 registers) where the keys leave room: VECS 2 spills at 32 registers, VECS 4 takes 57.
-#define FAST_CTAS_PER_SM(vecs) ((vecs) <= 1 ? 2 : 1)
+#define FAST_CTAS_PER_SM(vecs) \
+    ((vecs) <= 1 ? FAST_CTAS_PER_SM_1 : (vecs) <= 2 ? FAST_CTAS_PER_SM_2 : FAST_CTAS_PER_SM_4)
+static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
+              "two CTAs an SM (32 registers) for VECS 1 only");
+static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
 __device__ __forceinline__ unsigned int coarse_bin(unsigned int key) {
     const unsigned int top = key >> 17;  // 0x4000 | code for x >= +0, 0x3fff - code for x <= -0
@@ -961,8 +970,9 @@ __device__ __forceinline__ void wide_barrier() {
     }
 }
 
-#define WIDE_FOLD 1        // options of the wide kernels (topk_row_wide)
-#define WIDE_DIRECT_SUM 2
+// options of the wide kernels (topk_row_wide): bits of their last argument
+static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
+              && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && WIDE_FOLD != WIDE_DIRECT_SUM, "two distinct bits");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
@@ -1164,7 +1174,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (any_at_or_above(q, lo)) mine += classify4(q, lo, hi);
     }
     unsigned int cta_total;
-    unsigned int before = wide_scan(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= 40960 keys
+    static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
+    unsigned int before = wide_scan(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= MAX_CHUNK keys
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
     if (from_hists) {
         unsigned long long all = s.warp_before[lane];  // written before wide_scan's first barrier

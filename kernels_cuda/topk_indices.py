@@ -18,7 +18,6 @@ import functools
 import os
 import warnings
 
-import numpy as np
 import torch
 
 from harness import contract
@@ -65,7 +64,7 @@ MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histogr
 # 4096-bin histogram, so k <= MAX_K holds for it too.
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
-FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # as FAST_CTAS_PER_SM in topk_indices.cu
+FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # its launch bound a VECS (FAST_CTAS_PER_SM_<VECS> in DEFINES)
 # More rows than the fast kernel runs in one wave (256 x 16384: two waves of one CTA an SM) go to
 # dsv4_topk_indices_wide1 (the row in shared memory, 32 registers on sm_90+): two CTAs an SM while
 # two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast
@@ -74,7 +73,19 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
-WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options, as in topk_indices.cu
+WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options (bits of their last argument)
+
+# topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
+DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
+           "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
+# the kernels' parameters, checked by the loader's launch()
+_PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
+           "i32 page_size")
+_SKIP = (*_PARAMS, "i32 skip_up_to")
+SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "dsv4_topk_indices_regs": _PARAMS,
+              "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"),
+              "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
+              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options")}
 
 
 def chunk_columns(columns, cluster):
@@ -219,8 +230,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                         solo=int(os.environ.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
                         fold=os.environ.get("DSV4_TOPK_FOLD", "1") != "0",
                         direct_sum=os.environ.get("DSV4_TOPK_SUM", "scatter") == "direct")
-        common = (logits, np.int64(layout.columns), seq_lens, page_table, np.int64(page_table.stride(0)), out, k,
-                  page_size)
+        common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)

@@ -223,3 +223,32 @@ def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
     assert values[-1] == x.args[1].stride(0) and isinstance(values[-1], np.int64)  # page_stride: long long
     for expr, values in launched:
         assert len(values) == len(_loader.signature("sparse_attention.cu", expr))
+
+
+@pytest.mark.parametrize("choice, seq_lens, columns, sms, first", [
+    ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "wide1"),
+    ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<16>"),
+    ("split", [70000, 9000], 70000, 132, "fast<4>"), ("cluster", [70000, 300], 70000, 132, "cluster<"),
+    ("v2", [5000, 300], 5000, 132, "regs<2>")], ids=lambda x: str(x))
+def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, columns, sms, first):
+    # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, wide1,
+    # wide clusters up to 16, split's two launches, cluster, v2) passes the signature check
+    import torch
+
+    from harness import inputs
+    topk = importlib.import_module("kernels_cuda.topk_indices")
+    launched = []
+    monkeypatch.setattr(topk, "launch", recording_launch(launched))
+    monkeypatch.setattr(topk, "_device", lambda index: (sms, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
+    monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setenv("DSV4_TOPK_KERNEL", choice)
+    x = inputs.topk_inputs(seq_lens=seq_lens, columns=columns, k=512, page_size=64, seed=4)
+    x.call(topk.topk_indices, validate=False)
+    assert launched[0][0].startswith(f"dsv4_topk_indices_{first}"), launched
+    assert len(launched) == (2 if choice == "split" else 1), launched
+    for expr, values in launched:
+        assert len(values) == len(_loader.signature("topk_indices.cu", expr))
+        assert values[1] == columns and isinstance(values[1], np.int64)  # columns: long long
+        assert values[4] == x.args[2].stride(0) and isinstance(values[4], np.int64)  # table_stride: long long
