@@ -1,4 +1,4 @@
-"""kernels_triton.build: every Triton launch of the check's quick cases compiles for Hopper on the CPU
+"""harness.triton_build: every Triton launch of the check's quick cases compiles for Hopper on the CPU
 (the interpreter, which the CPU tier runs, never compiles a kernel), and a kernel that only the
 interpreter can run is caught and named."""
 
@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_triton import build
+from harness import triton_build as build
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""`python -m kernels_triton.build [--arch 90] [--ops OP ...] [--tier quick|full]`: compile, for a GPU
+"""`python -m harness.triton_build [--arch 90] [--ops OP ...] [--tier quick|full]`: compile, for a GPU
 architecture and with no GPU, every Triton kernel launch that the check's cases make, and print each
 one's shared memory and compile time; exit non-zero with the compiler's error on any failure.
 
@@ -70,11 +70,12 @@ def record(ops, tier):
     os.environ["TRITON_INTERPRET"] = "1"
     from triton.runtime.interpreter import InterpretedFunction
 
-    from harness import cases, check
-    import kernels_triton
+    from harness import backends, cases, check
 
+    triton_backend = backends.load("triton").module
+    package = backends.module_path("triton")
     for name, module in list(sys.modules.items()):  # the flags a GPU launch sets (F32_DOT, INTERPRETING off):
-        if name.startswith("kernels_triton") and hasattr(module, "INTERPRET"):  # results are not used
+        if name.partition(".")[0] == package and hasattr(module, "INTERPRET"):  # results are not used
             module.INTERPRET = False
     launches = {}
     run = InterpretedFunction.run
@@ -88,7 +89,7 @@ def record(ops, tier):
     try:
         for case in cases.select(ops, tier):
             if case.family != "bad-input":
-                check.run_op(kernels_triton, case, cases.build(case, "cpu"))
+                check.run_op(triton_backend, case, cases.build(case, "cpu"))
     finally:
         InterpretedFunction.run = run
     return list(launches.values())
@@ -111,7 +112,7 @@ def compile_launch(entry, arch):
 
 
 def _child(mode, payload, env):
-    result = subprocess.run([sys.executable, "-m", "kernels_triton.build", f"--{mode}", json.dumps(payload)],
+    result = subprocess.run([sys.executable, "-m", "harness.triton_build", f"--{mode}", json.dumps(payload)],
                             capture_output=True, text=True, env={**os.environ, **env})
     if result.returncode:
         raise RuntimeError(result.stderr.strip() or result.stdout.strip())
@@ -131,7 +132,7 @@ def _describe(entry):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m kernels_triton.build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.triton_build", description=__doc__)
     parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (default: 90, Hopper)")
     parser.add_argument("--ops", nargs="+", default=None, help="ops whose cases to compile (default: all)")
     parser.add_argument("--tier", choices=("quick", "full"), default="quick", help="the check's case tier")
