@@ -1242,6 +1242,30 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
     __device__ __forceinline__ void finish() {}
 };
 
+// The fetch of the pipe and pair FP8 loaders (WgFp8Rows copies the same way inline): thread x copies
+// pieces x + 256 k of ROWS records of the loader's raw tile `tile` into rows of FP8_PITCH bytes, with
+// piece 0 a record's 8 scale bytes and the row's flag (a -1 loads nothing, flag 0). It reads the
+// loader's members where its fetch did: passing them as arguments changed the kernels' SASS.
+template <int ROWS, class Loader, int PIECES_PER_THREAD>
+__device__ __forceinline__ void fp8_fetch_records(Loader& rows, int tile, const int (&ids)[PIECES_PER_THREAD]) {
+    unsigned char* dst = rows.raw(tile);
+    int* f = rows.raw_flags(tile);
+    const int slot_mask = (1 << rows.page_shift) - 1;
+#pragma unroll
+    for (int k = 0; k < PIECES_PER_THREAD; ++k) {
+        const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = ids[k];
+        if (c < ROWS * FP8_PIECES) {
+            if (idx >= 0) {
+                const unsigned char* page = rows.cache + (long long)(idx >> rows.page_shift) * rows.page_stride;
+                const int o = idx & slot_mask;
+                cp_async16_l2_256(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);  // as WgFp8Rows
+                if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << rows.page_shift) + 8 * o);
+            }
+            if (pc == 0) f[r] = idx >= 0;
+        }
+    }
+}
+
 // FP8 records (SPEC 8) as WgFp8Rows reads them, staged raw in 4 stages of 32 and dequantised
 // (e4m3x8_scaled_bf16x8) into two bf16 tiles, one tile ahead of the math. Row flags: the raw
 // stage's are written with the copies and carried to the bf16 tile's by the dequantisation (the
@@ -1280,24 +1304,7 @@ struct PipeFp8RowsT {
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PIPE_PIECES_PER_THREAD]) {  // one commit group a call, empty past the end
-        if (tile < tiles) {
-            unsigned char* dst = raw(tile);
-            int* f = raw_flags(tile);
-            const int slot_mask = (1 << page_shift) - 1;
-#pragma unroll
-            for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
-                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = ids[k];
-                if (c < PIPE_TILE * FP8_PIECES) {
-                    if (idx >= 0) {
-                        const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
-                        const int o = idx & slot_mask;
-                        cp_async16_l2_256(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);  // as WgFp8Rows
-                        if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
-                    }
-                    if (pc == 0) f[r] = idx >= 0;
-                }
-            }
-        }
+        if (tile < tiles) fp8_fetch_records<PIPE_TILE>(*this, tile, ids);
         cp_async_commit();
     }
     // rows 16 part .. +15 of raw tile `tile` -> its bf16 tile (dims 8 piece .. +7 of lines line_first + 4 k)
@@ -1808,24 +1815,7 @@ struct PairFp8Rows {
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PAIR_FP8_PIECES_PER_THREAD]) {  // one commit group a call
-        if (tile < tiles) {
-            unsigned char* dst = raw(tile);
-            int* f = raw_flags(tile);
-            const int slot_mask = (1 << page_shift) - 1;
-#pragma unroll
-            for (int k = 0; k < PAIR_FP8_PIECES_PER_THREAD; ++k) {
-                const int c = threadIdx.x + 256 * k, r = c / FP8_PIECES, pc = c % FP8_PIECES, idx = ids[k];
-                if (c < PAIR_ROWS * FP8_PIECES) {
-                    if (idx >= 0) {
-                        const unsigned char* page = cache + (long long)(idx >> page_shift) * page_stride;
-                        const int o = idx & slot_mask;
-                        cp_async16_l2_256(dst + r * FP8_PITCH + pc * 16, page + o * FP8_RECORD + pc * 16);  // as WgFp8Rows
-                        if (pc == 0) cp_async8(dst + r * FP8_PITCH + FP8_RECORD, page + (FP8_RECORD << page_shift) + 8 * o);
-                    }
-                    if (pc == 0) f[r] = idx >= 0;
-                }
-            }
-        }
+        if (tile < tiles) fp8_fetch_records<PAIR_ROWS>(*this, tile, ids);
         cp_async_commit();
     }
     // own rows 8 part .. +7 of raw tile `tile` -> lines 16 rank + 8 part .. of its bf16 buffer
