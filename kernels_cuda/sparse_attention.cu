@@ -14,10 +14,14 @@
 
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
-// PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) come from sparse_attention.py's DEFINES (-D options,
+// PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
+// H64_HEADS, WG2_PAIR) come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
+static_assert(HEADS_PER_CTA == 16, "h16: a CTA's heads are one m16 MMA tile");
+static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64-row block (wgmma's M)");
+static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -1946,7 +1950,7 @@ __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
 // the indices of two pairs.
 // named barrier `id` over all 256 threads, arriving without waiting (wg_bar_sync waits)
 __device__ __forceinline__ void wg_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
-#define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * 128 * 4)
+#define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4)
 
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(256, 1)

@@ -80,7 +80,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "STAGES": STAGES, "WG_TILE": WG_TILE, "WG_STAGES": WG_STAGES, "PIPE_TILE": PIPE_TILE,
            "PIPE_BF16_STAGES": PIPE_BF16_STAGES, "PAIR_BF16_BUFS": PAIR_BF16_BUFS, "FP8_PITCH": FP8_PITCH,
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
-           "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES}
+           "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
+           "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")

@@ -19,8 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD and WIDE_DIRECT_SUM come from topk_indices.py's DEFINES (-D options, their one definition;
-// no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM and CLUSTER16 (the non-portable cluster) come from topk_indices.py's
+// DEFINES (-D options, their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -1303,7 +1303,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.
 #if __CUDA_ARCH__ >= 900
-#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 || (cluster) == 16 ? 2 : 1)
+#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 || (cluster) == CLUSTER16 ? 2 : 1)
 #else
 #define TOPK_WIDE_MIN_BLOCKS(cluster) 1
 #endif
