@@ -9,8 +9,8 @@ processes: one runs the cases' Triton calls in the interpreter on the CPU and re
 kernel, its argument types and constexpr values, num_warps / num_stages), with the wrappers' interpreter
 flags off so that the launches are the GPU's (their results are wrong and unused); the other, with the
 interpreter off, compiles each distinct launch with `triton.compile` for `cuda:<arch>` (ptxas ships with
-Triton; no driver is needed). The shared memory printed is the compiler's; a launch needing more than
-the GPU has fails only when it runs."""
+Triton; no driver is needed). A launch that needs more shared memory than a CTA of that architecture
+can have fails here too, as it would when it runs."""
 
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def _kind(value):
 def launch_record(fn, args, kwargs):
     """One launch as data: the kernel's module and name, {parameter: type or 'constexpr'}, the constexpr
     values, and the launch options."""
-    parameters = inspect.signature(fn).parameters
-    bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in parameters})
+    fn_signature = inspect.signature(fn)
+    parameters = fn_signature.parameters
+    bound = fn_signature.bind_partial(*args, **{k: v for k, v in kwargs.items() if k in parameters})
     bound.apply_defaults()
     signature, constexprs = {}, {}
     for name, value in bound.arguments.items():
@@ -123,7 +124,7 @@ def build(ops=None, tier="quick", arch=90):
     """[(launch, shared bytes, compile seconds)] for every distinct launch; RuntimeError on a failure."""
     launches = _child("record", {"ops": ops, "tier": tier}, {"TRITON_INTERPRET": "1"})
     compiled = _child("compile", {"launches": launches, "arch": arch}, {"TRITON_INTERPRET": "0"})
-    return list(zip(launches, *zip(*compiled))) if launches else []
+    return [(entry, shared, seconds) for entry, (shared, seconds) in zip(launches, compiled)]
 
 
 def _describe(entry):
