@@ -16,9 +16,9 @@ import json
 import math
 import os
 import platform
-import re
 import subprocess
 import time
+import tomllib
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,10 +64,10 @@ def harness_version():
     distribution's."""
     pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
     try:
-        match = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.MULTILINE)
-    except OSError:
-        match = None
-    return match.group(1) if match else _version(DIST)
+        project = tomllib.loads(pyproject.read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        project = {}
+    return project.get("version") if project.get("name") == DIST else _version(DIST)
 
 
 def harness_source():
