@@ -874,6 +874,38 @@ __device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) 
     return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
 }
 
+// The online-softmax step shared by tile_softmax and the wgmma2 kernel: given the tile's row maxima
+// (base 2, already reduced over the row), s becomes P = exp2(S - m) with m the new running max, the
+// running sums l take the tile's row sums (reduced over the quad), and alpha is the factor by which
+// O must be rescaled (0 while m was -inf, 1 where the max stayed).
+template <int NT>
+__device__ __forceinline__ void softmax_update(float (&s)[4 * NT], float mx_lo, float mx_hi, float& m_lo, float& m_hi,
+                                               float& l_lo, float& l_hi, float& alpha_lo, float& alpha_hi) {
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    alpha_lo = exp2f(m_lo - use_lo);
+    alpha_hi = exp2f(m_hi - use_hi);
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+        s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+        s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+        s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+    m_lo = new_lo;
+    m_hi = new_hi;
+}
+
 // The online softmax of one tile of NT x 8 gathered rows, shared by the wgmma and pipe bodies. s[4 nt + c]
 // holds this warpgroup's partial S of row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1);
 // other[32 (4 nt + c)] the other warpgroup's at the same fragment position. Both warpgroups add the
@@ -902,28 +934,8 @@ __device__ __forceinline__ void tile_softmax(float (&s)[4 * NT], const float* ot
         mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
         mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
     }
-    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-    const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-    float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        s[4 * nt] = exp2f(s[4 * nt] - use_lo);
-        s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
-        s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
-        s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
-        sum_lo += s[4 * nt] + s[4 * nt + 1];
-        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
-    m_lo = new_lo;
-    m_hi = new_hi;
+    float alpha_lo, alpha_hi;
+    softmax_update<NT>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
     // 128 multiplies a thread: skipped by a warp whose row maxima all stayed (alpha = 1 exactly),
     // the common case once a long list's maximum has been seen
     if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
@@ -2071,29 +2083,9 @@ __global__ void __launch_bounds__(256, 1)
         }
         __syncthreads();  // both blocks' row maxima
         // the same expression in both warpgroups, so both hold the same m
-        const float new_lo = fmaxf(m_lo, fmaxf(x_s[r_lo], x_s[64 + r_lo]));
-        const float new_hi = fmaxf(m_hi, fmaxf(x_s[r_hi], x_s[64 + r_hi]));
-        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            s[4 * nt] = exp2f(s[4 * nt] - use_lo);
-            s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
-            s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
-            s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
-            sum_lo += s[4 * nt] + s[4 * nt + 1];
-            sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-        }
-        l_lo = l_lo * alpha_lo + sum_lo;
-        l_hi = l_hi * alpha_hi + sum_hi;
-        m_lo = new_lo;
-        m_hi = new_hi;
+        float alpha_lo, alpha_hi;
+        softmax_update<8>(s, fmaxf(x_s[r_lo], x_s[64 + r_lo]), fmaxf(x_s[r_hi], x_s[64 + r_hi]), m_lo, m_hi, l_lo,
+                          l_hi, alpha_lo, alpha_hi);
         // P of this block into p_s[half]: element (row r, column k) at r * 128 + ((k / 8) ^ (r & 7)) * 16 + (k & 7) * 2
         {
             unsigned char* pb = p_s + half * 64 * 128;
