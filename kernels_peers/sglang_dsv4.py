@@ -179,6 +179,12 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if not layout.batch:
         return out
+    # the kernels' own RuntimeChecks (topk_v2.cuh), declined here with their reason instead of raised
+    if page_size & (page_size - 1):
+        raise contract.Unsupported(f"page_size={page_size}: SGLang's top-k kernels take a power-of-two page size")
+    if logits.stride(0) % 4:
+        raise contract.Unsupported(f"logits row stride {logits.stride(0)}: SGLang's top-k kernels load rows 16 bytes "
+                                   "at a time (a stride that is a multiple of 4 floats)")
     topk = _load("topk")
     if TOPK_VERSION == "v1":
         if k not in (512, 1024):
