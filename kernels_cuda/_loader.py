@@ -89,6 +89,20 @@ def compile_options(name, arch):
     return [*OPTIONS, arch_option(arch), *(f"-D{key}={value}" for key, value in sorted(defines(name).items()))]
 
 
+def whole_elf(cubin):
+    """The cubin at the length its ELF header declares. CuPy's getCUBIN (14.2) returns NVRTC's buffer
+    less its last byte, as if it were a C string; the driver loads that, but cuobjdump and nvdisasm
+    reject it (the program header table at the end is cut). The lost byte is the top byte of the last
+    header's p_align, a zero."""
+    import struct
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2:  # ELF64 only: what NVRTC writes for every supported arch
+        return cubin
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    end = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return cubin + bytes(end - len(cubin)) if 0 < end - len(cubin) <= 8 else cubin
+
+
 def compile_cubin(name, arch):
     """NVRTC, no GPU or driver needed: (cubin bytes, {expression: lowered name}, compiler log).
     Raises RuntimeError with the log on failure."""
@@ -102,7 +116,7 @@ def compile_cubin(name, arch):
         except nvrtc.NVRTCError as err:
             raise RuntimeError(f"{name} for {arch} failed to compile:\n{nvrtc.getProgramLog(prog)}") from err
         lowered = {expr: nvrtc.getLoweredName(prog, expr) for expr in KERNELS[name]}
-        return nvrtc.getCUBIN(prog), lowered, nvrtc.getProgramLog(prog)
+        return whole_elf(nvrtc.getCUBIN(prog)), lowered, nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
 

@@ -65,6 +65,38 @@ __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
 
 __device__ __forceinline__ unsigned int ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned int*>(p); }
 
+// The online-softmax step shared by every kernel (tile_softmax, the wgmma2, mma and h64 kernels): given the tile's row maxima
+// (base 2, already reduced over the row), s becomes P = exp2(S - m) with m the new running max, the
+// running sums l take the tile's row sums (reduced over the quad), and alpha is the factor by which
+// O must be rescaled (0 while m was -inf, 1 where the max stayed).
+template <int NT>
+__device__ __forceinline__ void softmax_update(float (&s)[4 * NT], float mx_lo, float mx_hi, float& m_lo, float& m_hi,
+                                               float& l_lo, float& l_hi, float& alpha_lo, float& alpha_hi) {
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    alpha_lo = exp2f(m_lo - use_lo);
+    alpha_hi = exp2f(m_hi - use_hi);
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        s[4 * nt] = exp2f(s[4 * nt] - use_lo);
+        s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
+        s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
+        s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+    m_lo = new_lo;
+    m_hi = new_hi;
+}
+
 template <bool HAS_SINK>
 __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsigned short* q, const unsigned short* kv,
                                                                const int* indices, const float* sink,
@@ -163,28 +195,8 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
             mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
             mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
         }
-        const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-        const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-        const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-        float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt) {
-            s[nt][0] = exp2f(s[nt][0] - use_lo);
-            s[nt][1] = exp2f(s[nt][1] - use_lo);
-            s[nt][2] = exp2f(s[nt][2] - use_hi);
-            s[nt][3] = exp2f(s[nt][3] - use_hi);
-            sum_lo += s[nt][0] + s[nt][1];
-            sum_hi += s[nt][2] + s[nt][3];
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-            sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-        }
-        l_lo = l_lo * alpha_lo + sum_lo;
-        l_hi = l_hi * alpha_hi + sum_hi;
-        m_lo = new_lo;
-        m_hi = new_hi;
+        float alpha_lo, alpha_hi;
+        softmax_update<4>(reinterpret_cast<float(&)[16]>(s), mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
 #pragma unroll
         for (int j = 0; j < SLICE / 8; ++j) {
             o[j][0] *= alpha_lo;
@@ -383,28 +395,8 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
                 mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
                 mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
             }
-            const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-            const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-            const float alpha_lo = exp2f(m_lo - use_lo), alpha_hi = exp2f(m_hi - use_hi);  // 0 while m = -inf
-            float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                s[nt][0] = exp2f(s[nt][0] - use_lo);
-                s[nt][1] = exp2f(s[nt][1] - use_lo);
-                s[nt][2] = exp2f(s[nt][2] - use_hi);
-                s[nt][3] = exp2f(s[nt][3] - use_hi);
-                sum_lo += s[nt][0] + s[nt][1];
-                sum_hi += s[nt][2] + s[nt][3];
-            }
-#pragma unroll
-            for (int off = 1; off < 4; off <<= 1) {
-                sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-                sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-            }
-            l_lo = l_lo * alpha_lo + sum_lo;
-            l_hi = l_hi * alpha_hi + sum_hi;
-            m_lo = new_lo;
-            m_hi = new_hi;
+            float alpha_lo, alpha_hi;
+            softmax_update<4>(reinterpret_cast<float(&)[16]>(s), mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
 #pragma unroll
             for (int j = 0; j < H64_HALF / 8; ++j) {
                 o[j][0] *= alpha_lo;
@@ -872,38 +864,6 @@ struct WgFp8Rows {
 __device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) {
     const unsigned int raw_addr = (unsigned int)__cvta_generic_to_shared(smem_raw);
     return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
-}
-
-// The online-softmax step shared by tile_softmax and the wgmma2 kernel: given the tile's row maxima
-// (base 2, already reduced over the row), s becomes P = exp2(S - m) with m the new running max, the
-// running sums l take the tile's row sums (reduced over the quad), and alpha is the factor by which
-// O must be rescaled (0 while m was -inf, 1 where the max stayed).
-template <int NT>
-__device__ __forceinline__ void softmax_update(float (&s)[4 * NT], float mx_lo, float mx_hi, float& m_lo, float& m_hi,
-                                               float& l_lo, float& l_hi, float& alpha_lo, float& alpha_hi) {
-    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
-    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
-    alpha_lo = exp2f(m_lo - use_lo);
-    alpha_hi = exp2f(m_hi - use_hi);
-    float sum_lo = 0.f, sum_hi = 0.f;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-        s[4 * nt] = exp2f(s[4 * nt] - use_lo);
-        s[4 * nt + 1] = exp2f(s[4 * nt + 1] - use_lo);
-        s[4 * nt + 2] = exp2f(s[4 * nt + 2] - use_hi);
-        s[4 * nt + 3] = exp2f(s[4 * nt + 3] - use_hi);
-        sum_lo += s[4 * nt] + s[4 * nt + 1];
-        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
-    m_lo = new_lo;
-    m_hi = new_hi;
 }
 
 // The online softmax of one tile of NT x 8 gathered rows, shared by the wgmma and pipe bodies. s[4 nt + c]

@@ -54,6 +54,17 @@ def test_built_cubins_are_kept_on_disk_by_source(monkeypatch, tmp_path):
     assert len(built) == 3 and len(list(tmp_path.iterdir())) == 2
 
 
+def test_the_cubin_is_the_whole_elf_its_header_declares():
+    # the SASS tools (cuobjdump, nvdisasm) read a cached cubin only when none of it is cut off
+    import struct
+    cubin, _, _ = _loader.compile_cubin("compress.cu", "sm_90a")
+    phoff, shoff = struct.unpack_from("<QQ", cubin, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", cubin, 0x36)
+    assert len(cubin) == max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    assert _loader.whole_elf(cubin) == cubin and _loader.whole_elf(cubin[:-1]) == cubin
+    assert _loader.whole_elf(b"not an ELF") == b"not an ELF"
+
+
 @pytest.mark.parametrize("bad", B.BAD_INPUTS, ids=lambda b: f"{b.op}-{b.argument}-{b.what}".replace(" ", "_"))
 def test_bad_input_never_reaches_a_kernel(bad):
     import kernels_cuda
