@@ -28,11 +28,14 @@ LEDGER = (
           "SGLang writes only the state a later call reads: its ring keeps rows from the overlap block of the "
           "last emission on (the contract keeps the last min(W, length) positions), and its online kernel leaves a "
           "row as it was once the row's block closes (the block's next position resets it). Outputs agree.",
-          "sglang 0.5.15, H200, 2026-11-30"),
+          "sglang 0.5.15, H200, 2026-11-30; still at sglang 0.5.23 (21 known in check --full), H200, 2026-12-01"),
     Known("sglang", "topk_indices", r"a second run gave different bits \(nondeterminism\)", _TIES,
-          "sglang 0.5.15 topk_transform_512_v2, H200, 2026-11-30"),
+          "sglang 0.5.15 topk_transform_512_v2, H200, 2026-11-30; sglang 0.5.23 topk_transform_paged_v2 (all-equal, "
+          "heavy-ties, neg-inf-inside-seq-len, 65536-ties), H200, 2026-12-01"),
     Known("flashinfer", "topk_indices", r"a second run gave different bits \(nondeterminism\)", _TIES,
-          "flashinfer-python 0.6.4, H200, 2026-11-30"),
+          "flashinfer-python 0.6.4, H200, 2026-11-30; flashinfer-python 0.7.4 (all-equal, heavy-ties, ties-at-the-cut, "
+          "neg-inf-inside-seq-len, 65536-ties; its deterministic mode, backend flashinfer_deterministic, passes them), "
+          "H200, 2026-12-01"),
 )
 
 
