@@ -568,23 +568,9 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float* d, unsigned long long 
         : "l"(a), "l"(b));
 }
 
-// d[64 x 32] += A[64 x 16] B[16 x 32]^T, both K-major in shared memory
-__device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, unsigned long long a, unsigned long long b) {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "setp.ne.b32 p, 1, 0;\n"  // scale-d: accumulate into d
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-        "%16, %17, p, 1, 1, 0, 0;\n"
-        "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(a), "l"(b));
-}
-
-// as wgmma_m64n32k16_ss, d = A B^T when `accumulate` is 0: s need not be zeroed by other
-// instructions while the previous tile's P V is still in flight (the LATE_PV pipe body)
+// d[64 x 32] = A[64 x 16] B[16 x 32]^T (+ d unless `accumulate` is 0), both K-major in shared memory;
+// with 0, s need not be zeroed by other instructions while the previous tile's P V is still in flight
+// (the LATE_PV pipe body)
 __device__ __forceinline__ void wgmma_m64n32k16_ss_set(float* d, unsigned long long a, unsigned long long b, int accumulate) {
     asm volatile(
         "{\n"
@@ -597,6 +583,10 @@ __device__ __forceinline__ void wgmma_m64n32k16_ss_set(float* d, unsigned long l
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
         : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float* d, unsigned long long a, unsigned long long b) {
+    wgmma_m64n32k16_ss_set(d, a, b, 1);
 }
 
 #define WG_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
