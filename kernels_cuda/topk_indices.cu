@@ -30,9 +30,12 @@ static_assert(MAX_K <= 2 * TOPK_BINS, "the write-out stages k raw columns in the
 // Order-preserving key. Every NaN becomes the largest key (as torch.topk ranks NaN): NaN never
 // reaches a long row that was validated, and this way no key falls below -inf's 0x007fffff, so
 // the key-0 padding can never be inside a bucket even when validation is skipped.
+// Branch-free: the sign's arithmetic shift flips every bit of a negative value and only the sign
+// bit of a positive one (one LOP3), then one select for NaN.
 __device__ __forceinline__ unsigned int sortable_key(float x) {
     const unsigned int u = __float_as_uint(x);
-    return x != x ? 0xffffffffu : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    const unsigned int flip = (unsigned int)((int)u >> 31) | 0x80000000u;
+    return x != x ? 0xffffffffu : u ^ flip;
 }
 
 __device__ __forceinline__ int mapped(const int* table_row, int raw, int page_size) {
@@ -620,10 +623,16 @@ static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PE
               "two CTAs an SM (32 registers) for VECS 1 only");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
+// Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
+// bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
+// (0..2047) and 2048 + (c ^ negative) is 2048 + c, or 2047 - c for x <= -0. Equal to
+// 2048 + clamp(code) - LO / 2047 - (clamp(code) - LO) for every key (tests/test_cuda_topk.py checks
+// this formula against that two-branch form over all 2^15 values of key >> 17).
 __device__ __forceinline__ unsigned int coarse_bin(unsigned int key) {
-    const unsigned int top = key >> 17;  // 0x4000 | code for x >= +0, 0x3fff - code for x <= -0
-    if (top >= 0x4000u) return 2048u + min(max(top - 0x4000u, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO;
-    return 2047u - (min(max(0x3fffu - top, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO);
+    const unsigned int negative = ~(unsigned int)((int)key >> 31);
+    const int top = (int)((key ^ negative) >> 17);  // 0x4000 | code
+    const int c = min(max(top - (int)(0x4000u + FAST_CODE_LO), 0), (int)(FAST_CODE_HI - FAST_CODE_LO));
+    return 2048u + ((unsigned int)c ^ negative);
 }
 
 // [lo, hi] of the keys whose coarse bin is `bin` (the inverse of coarse_bin).
