@@ -38,8 +38,21 @@ __device__ __forceinline__ unsigned int sortable_key(float x) {
     return x != x ? 0xffffffffu : u ^ flip;
 }
 
+// raw / page_size for raw >= 0: a shift where page_size is a power of two (V4's 64; uniform over the
+// grid, so no divergence), else the integer division (about 20 instructions a call)
+__device__ __forceinline__ int page_of(int raw, int page_size) {
+    return (page_size & (page_size - 1)) == 0 ? raw >> (__ffs(page_size) - 1) : raw / page_size;
+}
+
 __device__ __forceinline__ int mapped(const int* table_row, int raw, int page_size) {
     return table_row[raw / page_size] * page_size + raw % page_size;
+}
+
+// mapped() through page_of: the fast and wide kernels' (the older kernels keep mapped(), where the
+// shift's second copy of each loop spills: the cluster kernel on sm_80, regs<4> on sm_90a)
+__device__ __forceinline__ int mapped_paged(const int* table_row, int raw, int page_size) {
+    const int page = page_of(raw, page_size);
+    return table_row[page] * page_size + (raw - page * page_size);
 }
 
 // four floats copied to shared memory -> their keys, in place, counted by bits 31..21
@@ -792,7 +805,7 @@ __device__ __forceinline__ void rank_candidates(const uint2* candidates, int ins
 // count staged raw columns through the page table into out (independent loads, coalesced stores)
 __device__ __forceinline__ void write_mapped(int* out, const int* staged, int count, const int* table_row,
                                              int page_size) {
-    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped(table_row, staged[i], page_size);
+    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_row, staged[i], page_size);
 }
 
 // The page-table entries of columns [first, first + count) pulled into L2 while the row loads, so
@@ -801,7 +814,7 @@ __device__ __forceinline__ void write_mapped(int* out, const int* staged, int co
 // never touched (the contract sizes the table by seq_len).
 __device__ __forceinline__ void prefetch_table(const int* table_row, int first, int count, int page_size) {
     if (count <= 0) return;
-    const int p0 = first / page_size, p1 = (first + count - 1) / page_size;
+    const int p0 = page_of(first, page_size), p1 = page_of(first + count - 1, page_size);
     for (int p = p0 + 32 * (int)threadIdx.x; p < p1 + 32; p += 32 * TOPK_THREADS)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
@@ -829,7 +842,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= k) {
-        for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
         return;
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
@@ -1240,7 +1253,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
-                out_row[k - remaining + rank_of] = mapped(table_row, column, page_size);
+                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
             });
         return;
     }
@@ -1261,7 +1274,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         inside_base += (int)(step_total >> 16);
         place4(q, column0 + 4 * g, lo, hi, staging, slot_above, index_inside,
                [&](int index, unsigned int, int column) {
-                   if (index < remaining) out_row[k - remaining + index] = mapped(table_row, column, page_size);
+                   if (index < remaining) out_row[k - remaining + index] = mapped_paged(table_row, column, page_size);
                });
     }
     __syncthreads();
@@ -1297,7 +1310,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     if (n <= skip_up_to) return;
     if (n <= k) {
         if (rank == 0)
-            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
         return;
     }
     const float* row = logits + (long long)b * columns;
