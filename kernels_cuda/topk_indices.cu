@@ -961,6 +961,27 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 // the exact radix over the bin's key range, cluster-wide, the runs exchanged at one more barrier,
 // then a column-order walk (threads own groups t + 1024 s; one block scan a step s).
 
+// A thread's groups whose keys' bits wide1's counting walk keeps for the placing walk (4 bits above,
+// 4 inside, a group: one register); chunks up to 4 x 4096 columns (wide1 at 16384) are all kept,
+// longer ones walk the rest as before. The cluster kernels walk as before: at 32 registers the kept
+// bits spilled wide<16> (16 bytes on sm_90a; 8 on sm_100 in its rank-0-alone rows).
+#define WIDE_BIT_GROUPS 4
+
+// Four keys' bits: above the bucket [lo, hi] (key j > hi) at bit j, inside it at bit 16 + j, branch
+// free. Key 0, the padding, is never inside: no real key is 0 (see sortable_key), so the bucket is
+// tested from max(lo, 1) and needs no test of its own.
+__device__ __forceinline__ unsigned int classify_bits4(uint4 q, unsigned int lo, unsigned int hi) {
+    const unsigned int from = max(lo, 1u);
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+    unsigned int above = 0u, at_or_above = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        above |= (unsigned int)(e[j] > hi) << j;
+        at_or_above |= (unsigned int)(e[j] >= from) << j;
+    }
+    return above | (at_or_above & ~above) << 16;
+}
+
 // four floats copied to shared memory -> their keys, in place, counted by coarse bin
 __device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
     uint4 v = *p;
@@ -1189,11 +1210,22 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
-    // Counting walk: this CTA's keys above the bucket and inside it.
-    unsigned int mine = 0u;
-    for (int g = t; g < groups; g += TOPK_THREADS) {
-        const uint4 q = groups4[g];
-        if (any_at_or_above(q, lo)) mine += classify4(q, lo, hi);
+    // Counting walk: this CTA's keys above the bucket and inside it. A thread's first WIDE_BIT_GROUPS
+    // groups keep their keys' bits (classify_bits4; group i at bits 4 i, inside 16 + 4 i), so the
+    // placing walk visits the set bits only (about one key a thread) instead of re-reading and
+    // re-classifying every group with a qualifying key in the warp (nearly all of them: ~600
+    // qualifying keys in 16384 leave few warps' groups empty).
+    unsigned int bits = 0u, mine = 0u;
+    constexpr int bit_groups = SMEM == 1 ? WIDE_BIT_GROUPS : 0;  // wide1 only: see WIDE_BIT_GROUPS
+    {
+        int i = 0;
+        for (int g = t; g < groups; g += TOPK_THREADS, ++i) {
+            const uint4 q = groups4[g];
+            if (!any_at_or_above(q, lo)) continue;
+            if (ranked && i < bit_groups) bits |= classify_bits4(q, lo, hi) << (4 * i);
+            else mine += classify4(q, lo, hi);
+        }
+        mine += (unsigned int)__popc(bits & 0xffffu) + ((unsigned int)__popc(bits >> 16) << 16);
     }
     unsigned int cta_total;
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
@@ -1238,15 +1270,23 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // Placing walk in thread order: above keys to staging, inside keys to rank 0's buffer.
         int slot_above = (int)(before & 0xffffu);
         int slot_inside = first_inside + (int)(before >> 16);
-        for (int g = t; g < groups; g += TOPK_THREADS) {
+        const auto candidate = [&](int slot, unsigned int e, int column) {
+            const uint2 c = make_uint2(e, (unsigned int)column);
+            if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
+            else s.candidates[slot] = c;
+        };
+        // The bit-kept groups: bit 4 i + j is word 4 (t + 1024 i) + j, so ascending bits are this
+        // thread's column order, as place4 over its groups in turn (each kind in its own slots).
+        for (unsigned int m = bits; m != 0u; m &= m - 1u) {  // above bits first, then inside
+            const int b = __ffs(m) - 1;
+            const int word = 4 * (t + TOPK_THREADS * ((b & 15) >> 2)) + (b & 3);
+            if (b < 16) staging[slot_above++] = column0 + word;
+            else candidate(slot_inside++, chunk_keys[word], column0 + word);
+        }
+        for (int g = t + bit_groups * TOPK_THREADS; g < groups; g += TOPK_THREADS) {
             const uint4 q = groups4[g];
             if (!any_at_or_above(q, lo)) continue;
-            place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside,
-                   [&](int slot, unsigned int e, int column) {
-                       const uint2 c = make_uint2(e, (unsigned int)column);
-                       if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
-                       else s.candidates[slot] = c;
-                   });
+            place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside, candidate);
         }
         __syncthreads();
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
