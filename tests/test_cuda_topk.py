@@ -144,6 +144,19 @@ def wide_model(row, n, k, cluster, phase):
         word = np.arange(len(words))
         group = word >> 2
         order = np.lexsort((word & 3, group // THREADS, group % THREADS))
+        if cluster == 1:  # wide1 places thread t's first 4 groups from their kept bits (bit 4 i + j is word
+            # 4 (t + 1024 i) + j; above bits, then inside bits), then its later groups: each kind in `order`'s order
+            kind = lambda w: 0 if w >= len(words) or words[w] == 0 or words[w] < lo else 1 + (int(words[w]) > hi)
+            walks = {1: [], 2: []}
+            for t in range(min(THREADS, len(words) >> 2)):
+                for b in range(32):
+                    w = 4 * (t + THREADS * ((b & 15) >> 2)) + (b & 3)
+                    if kind(w) == (2 if b < 16 else 1):
+                        walks[kind(w)].append(w)
+                for w in (4 * g + j for g in range(t + 4 * THREADS, len(words) >> 2, THREADS) for j in range(4)):
+                    if kind(w):
+                        walks[kind(w)].append(w)
+            assert walks == {c: [w for w in order if kind(w) == c] for c in (1, 2)}
         slot_above, slot_inside = first_above, first_inside
         for w in order:
             key = int(words[w])
