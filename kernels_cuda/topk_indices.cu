@@ -1330,32 +1330,41 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // Rows of seq_len <= skip_up_to (-1: none) are dsv4_topk_indices_fast's, launched before this
 // kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
 // of the cluster, so no barrier is left waiting.
+// work (a plan's, topk_indices_plan; null: cluster y takes row y, rank 0 its copy or solo work):
+// [gridDim.y][CLUSTER] rows, -1 none. A long row fills all CLUSTER entries of its cluster (the
+// cluster path, as without a plan); rows <= solo_up_to (or <= k) are packed one a CTA, and each CTA
+// selects its own row alone exactly as rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so
+// the same bits), with no cluster barrier: the plan never mixes the two kinds in one cluster.
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
                                               const int* __restrict__ seq_lens, const int* __restrict__ page_table,
                                               long long table_stride, int* __restrict__ out, int k, int page_size,
-                                              int skip_up_to, int solo_up_to, int options) {
+                                              int skip_up_to, int solo_up_to, int options,
+                                              const int* __restrict__ work) {
     __shared__ WideShared<CLUSTER> s;
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
-    const int b = blockIdx.y;
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
     // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
     // its SMs for itself.
     pdl_wait();
+    const bool planned = CLUSTER > 1 && work != nullptr;
+    const int b = planned ? work[blockIdx.y * CLUSTER + rank] : (int)blockIdx.y;
+    if (b < 0) return;  // an empty place in the plan's last pack
+    const bool owner = planned || rank == 0;  // writes the row's copy or selects it alone
     const int n = seq_lens[b];
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= skip_up_to) return;
     if (n <= k) {
-        if (rank == 0)
+        if (owner)
             for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
         return;
     }
     const float* row = logits + (long long)b * columns;
     if (CLUSTER > 1 && n <= solo_up_to) {
-        if (rank == 0) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
+        if (owner) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
     wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
@@ -1375,17 +1384,24 @@ __global__ void __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(1))
                             long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
                             int options) {
     topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to, solo_up_to,
-                     options);
+                     options, nullptr);
 }
 
 template <int CLUSTER>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(CLUSTER))
     dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
-                           int options) {
+                           int options, const int* work) {
 #if __CUDA_ARCH__ >= 900
+    // 16 CTAs (non-portable) run on Hopper only (the host offers them on compute capability 9.x
+    // alone): elsewhere a trap, as the clusters before sm_90 (at 32 registers the body spilled 40
+    // bytes on sm_100 once the row came from a work list)
+    if (CLUSTER == CLUSTER16 && __CUDA_ARCH__ >= 1000) {
+        __trap();
+        return;
+    }
     topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
-                           solo_up_to, options);
+                           solo_up_to, options, work);
 #else
     __trap();
 #endif

@@ -21,13 +21,15 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     for batch, columns in [(1, 65536), (64, 65536), (64, 262144), (64, 16385)]:
         runs = T.launches(batch, columns, True, *H200)
         assert len(runs) == 1 and runs[0][0].startswith("dsv4_topk_indices_wide"), runs
-        kernel, grid, shared, _, (skip_up_to, solo_up_to, fold) = runs[0]
+        kernel, grid, shared, _, extra = runs[0]
+        skip_up_to, solo_up_to, fold = extra[:3]
+        assert extra[3:] == ((None,) if grid[0] > 1 else ())  # no work list: rows routed on the device
         chunk = T.chunk_columns(columns, grid[0])
         assert skip_up_to == -1 and fold == 1 and shared == 4 * (chunk + 4)
         assert solo_up_to == (min(T.SOLO_COLUMNS, chunk) if grid[0] > 1 else -1)
     split = T.launches(64, 262144, True, *H200, choice="split")
     assert [r[0] for r in split] == ["dsv4_topk_indices_fast<4>", "dsv4_topk_indices_wide<8>"]
-    assert split[1][4] == (T.FAST_COLUMNS, -1, 1)  # the fast kernel's rows skipped, no solo rows
+    assert split[1][4] == (T.FAST_COLUMNS, -1, 1, None)  # the fast kernel's rows skipped, no solo rows
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
     assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
@@ -54,7 +56,7 @@ def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(ch
     k = 512
     runs = T.launches(len(lens), 262144, True, 132, clusters, choice=choice)
     wide = runs[-1]
-    cluster, (skip_up_to, solo_up_to, _) = wide[1][0], wide[4]
+    cluster, (skip_up_to, solo_up_to) = wide[1][0], wide[4][:2]
     words = wide[2] // 4  # the chunk buffer, in keys
     fast = [r for r in runs if r[0].startswith("dsv4_topk_indices_fast")]
     for n in lens:
@@ -201,7 +203,7 @@ H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
 
 def test_rows_whose_chunks_fit_an_sm_once_at_8_ctas_take_16_that_fit_twice():
     kernel, grid, shared, pdl, extra = T.launches(64, 262144, True, *H200_16)[0]
-    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0)
+    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0, None)
     assert 2 * (shared + T.wide_static_shared(16) + 1024) <= 228 * 1024  # two an SM
     assert 2 * ((32768 + 4) * 4 + T.wide_static_shared(8) + 1024) > 228 * 1024  # 8 CTAs: one an SM
     assert T.launches(64, 262144, True, *H200)[0][0] == "dsv4_topk_indices_wide<8>"  # 16 not offered
@@ -288,3 +290,73 @@ def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
     for rank in range(cluster):
         gathered = np.array([slices[t // groups, t % groups] for t in range(THREADS)])
         assert (gathered == hists.sum(axis=0)).all()
+
+
+MIXED = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]  # harness/cases.py's b64-mixed-to-262144
+
+
+def rows_written(lens, k, cluster, solo_up_to, work=None):
+    """topk_row_wide's decisions over a whole grid: row -> [(path, rank)] for every CTA that writes it
+    (cluster y, rank r takes work[y][r], or row y without a work list; rank 0 alone copies or selects
+    a short row without one, its own CTA with one)."""
+    places = work if work is not None else [[b] * cluster for b in range(len(lens))]
+    written = {}
+    for rows in places:
+        assert len(rows) == cluster
+        for rank, b in enumerate(rows):
+            if b < 0:
+                continue
+            owner = work is not None or rank == 0
+            n = lens[b]
+            path = "copy" if n <= k else "solo" if n <= solo_up_to else "cluster"
+            if path == "cluster" or owner:
+                written.setdefault(b, []).append((path, rank if path == "cluster" else 0))
+    return written
+
+
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_the_device_routing(k):
+    (cluster, solo_up_to), work = T.plan_route(MIXED, k, *H200_16)
+    assert (cluster, solo_up_to) == (16, 16384)
+    device = rows_written(MIXED, k, cluster, solo_up_to)
+    planned = rows_written(MIXED, k, cluster, solo_up_to, work)
+    # every row written by the same path: a short row by one CTA, as rank 0 (the code's rank argument),
+    # a long row by the cluster's ranks 0..15 each once, on the same chunks
+    assert planned == device and sorted(planned) == list(range(64))
+    long_rows = [b for b, n in enumerate(MIXED) if n > max(solo_up_to, k)]
+    assert len(long_rows) == 30 and len(work) == 30 + -(-(64 - 30) // 16)  # 33 places, not 64
+    for rows in work:  # a place is one long row in every entry, or short rows only: never both
+        if rows[0] in long_rows:
+            assert rows == [rows[0]] * cluster
+        else:
+            assert all(b < 0 or MIXED[b] <= max(solo_up_to, k) for b in rows) and rows[0] >= 0
+    # longest first: the places' CTA columns (a long row's chunk, a pack's longest row) never increase
+    cost = [T.chunk_columns(MIXED[r[0]], cluster) if r[0] in long_rows else MIXED[r[0]] for r in work]
+    assert cost == sorted(cost, reverse=True) and cost[0] == T.chunk_columns(262144, 16)
+    # packs take the short rows longest first, each pack's rows in decreasing length
+    packs = [b for r in work if r[0] not in long_rows for b in r if b >= 0]
+    assert [MIXED[b] for b in packs] == sorted((n for n in MIXED if n <= max(solo_up_to, k)), reverse=True)
+
+
+@pytest.mark.parametrize("lens", [[0, 1, 511, 512, 513, 16384, 16385, 262144], [300] * 40 + [70000], [262144] * 20,
+                                  [5] * 17])
+def test_a_topk_plan_covers_every_row_once_whatever_the_lengths(lens):
+    route = T.plan_route(lens, 512, *H200_16)
+    if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
+        assert route is None
+        return
+    (cluster, solo_up_to), work = route
+    assert rows_written(lens, 512, cluster, solo_up_to, work) == rows_written(lens, 512, cluster, solo_up_to)
+    assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
+
+
+def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
+    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "split"}) is None
+    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
+    assert T.plan_route([], 512, *H200_16) is None
+    # without 16-CTA clusters (DSV4_TOPK_CLUSTER16=0, _clusters) the plan is for 8, the call's cluster size then
+    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200)
+    assert cluster == 8 and solo_up_to == min(T.SOLO_COLUMNS, T.chunk_columns(262144, 8))
+    # solo rows off: every row > k its own place, the copies packed
+    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
+    assert solo_up_to == -1 and len(work) == 63 + 1  # every row > k its own place, row 0 (512 = k) a pack
