@@ -1331,7 +1331,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
 // of the cluster, so no barrier is left waiting.
 // work (a plan's, topk_indices_plan; null: cluster y takes row y, rank 0 its copy or solo work):
-// [gridDim.y][CLUSTER] rows, -1 none. A long row fills all CLUSTER entries of its cluster (the
+// [gridDim.y][CLUSTER] (row, seq_len) pairs, row -1 none (the plan's seq_lens: the same values). A long row fills all CLUSTER entries of its cluster (the
 // cluster path, as without a plan); rows <= solo_up_to (or <= k) are packed one a CTA, and each CTA
 // selects its own row alone exactly as rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so
 // the same bits), with no cluster barrier: the plan never mixes the two kinds in one cluster.
@@ -1350,10 +1350,13 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     // its SMs for itself.
     pdl_wait();
     const bool planned = CLUSTER > 1 && work != nullptr;
-    const int b = planned ? work[blockIdx.y * CLUSTER + rank] : (int)blockIdx.y;
+    // (row, seq_len) pairs: one 8-byte load, not a load of the row and then one of its seq_len
+    const int2 entry = planned ? reinterpret_cast<const int2*>(work)[blockIdx.y * CLUSTER + rank]
+                               : make_int2((int)blockIdx.y, 0);
+    const int b = entry.x;
     if (b < 0) return;  // an empty place in the plan's last pack
     const bool owner = planned || rank == 0;  // writes the row's copy or selects it alone
-    const int n = seq_lens[b];
+    const int n = planned ? entry.y : seq_lens[b];
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= skip_up_to) return;

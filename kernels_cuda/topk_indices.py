@@ -294,9 +294,11 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     device_index = (plan.device.index if plan.device.type == "cuda"
                     else torch.cuda.current_device() if torch.cuda.is_available() else None)
     route = plan_route(lens, k, *_clusters(device_index, os.environ)) if device_index is not None else None
-    if route is not None:
+    if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
+        # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
         (cluster, solo_up_to), rows = route
-        work = torch.tensor(rows, dtype=torch.int32).reshape(-1)
+        work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
+                            dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
         if plan.device.type == "cuda":
             work = work.pin_memory().to(plan.device, non_blocking=True)
         plan.data.update(launch=(cluster, solo_up_to), places=len(rows), work=work)

@@ -278,9 +278,12 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=512, page_size=64, seed=5)
     _, seq_lens, page_table = x.args
     plan = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
-    assert plan["launch"] == (16, 16384) and plan["places"] == 33 and plan["work"].shape == (33 * 16,)
-    work = plan["work"].view(33, 16).tolist()
-    assert sorted(b for rows in work for b in set(rows) if b >= 0) == list(range(64))  # each row in one place
+    assert plan["launch"] == (16, 16384) and plan["places"] == 33 and plan["work"].shape == (33 * 16 * 2,)
+    work = plan["work"].view(33, 16, 2)  # (row, seq_len) a CTA
+    rows = work[..., 0].tolist()
+    assert sorted(b for place in rows for b in set(place) if b >= 0) == list(range(64))  # each row in one place
+    taken = work[..., 0] >= 0
+    assert torch.equal(work[..., 1][taken], seq_lens[work[..., 0][taken].long()])  # each row's own seq_len
     x.call(topk.topk_indices, validate=True, plan=plan)
     x.call(topk.topk_indices, validate=False)
     planned, unplanned = launched
@@ -310,8 +313,11 @@ def test_topk_plan_is_not_used_where_the_logits_width_gives_another_launch(monke
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    x = inputs.topk_inputs(seq_lens=[70000, 300, 9000], columns=262144, k=512, page_size=64, seed=6)
+    x = inputs.topk_inputs(seq_lens=[70000, 300, 5000, 600], columns=262144, k=512, page_size=64, seed=6)
     plan = topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)
-    assert plan["launch"][0] != 16
+    assert plan["launch"][0] == 8 and plan["places"] == 2  # 70000 alone, the three short rows packed
     x.call(topk.topk_indices, validate=False, plan=plan)
-    assert launched == [("dsv4_topk_indices_wide<16>", (16, 3), None)]
+    assert launched == [("dsv4_topk_indices_wide<16>", (16, 4), None)]
+    # rows that each fill a place already (64 x 262144): no work list, whose load would only lengthen every CTA
+    x = inputs.topk_inputs(seq_lens=[262144] * 64, columns=262144, k=512, page_size=64, seed=7)
+    assert topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)["launch"] is None
