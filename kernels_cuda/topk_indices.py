@@ -319,7 +319,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         sms, clusters = _clusters(device_index, os.environ)
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
-        runs = _planned(runs, plan, sms, os.environ.get("DSV4_TOPK_ROUTE", "plan"))
+        runs = _planned(runs, plan, sms, logits.device, os.environ.get("DSV4_TOPK_ROUTE", "plan"))
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
@@ -341,12 +341,15 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     return out
 
 
-def _planned(runs, plan, sms, route):
+def _planned(runs, plan, sms, device, route):
     """The call's launches, with the plan's work list where it fits them: one cluster launch of the
     plan's cluster size and solo bound (a logits width past the longest row can give another; then
-    the call routes on the device, as without a plan: the same bits). route: DSV4_TOPK_ROUTE
+    the call routes on the device, as without a plan: the same bits), its list on the call's device
+    (a plan of CPU metadata, trusted unchecked, is not launched with). route: DSV4_TOPK_ROUTE
     (`device` leaves every call to the device routing, plan or not)."""
-    if plan is None or route == "device" or plan["launch"] is None or len(runs) != 1:
+    if plan is None or route == "device" or plan.data.get("launch") is None or len(runs) != 1:
+        return runs
+    if plan["work"].device != device:
         return runs
     kernel, (cluster, _), shared, _, extra = runs[0]
     if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (cluster, extra[1]) != plan["launch"]:
