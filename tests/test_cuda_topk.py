@@ -360,3 +360,27 @@ def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
     # solo rows off: every row > k its own place, the copies packed
     (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
     assert solo_up_to == -1 and len(work) == 63 + 1  # every row > k its own place, row 0 (512 = k) a pack
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k):
+    # on the GPU (no check case has rows to pack): the mixed bench batch and the path boundaries, with
+    # the plan's work list, with DSV4_TOPK_ROUTE=device and without a plan: the same bits, and the k
+    # largest of each row (as the torch backend's set; random normal logits, no ties at the cut)
+    import torch
+
+    from harness import inputs
+    from kernels_torch import topk_indices as torch_topk
+    lens = MIXED + [0, 1, 511, 512, 513, 2048, 2049, 16384, 16385]
+    x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=k, device="cuda")
+    _, seq_lens, page_table = x.args
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64)
+    assert plan["launch"] is not None and plan["places"] < len(lens)
+    planned = x.call(T.topk_indices, k=k, validate=True, plan=plan)
+    unplanned = x.call(T.topk_indices, k=k)
+    monkeypatch.setenv("DSV4_TOPK_ROUTE", "device")
+    device = x.call(T.topk_indices, k=k, plan=plan)
+    assert torch.equal(planned, unplanned) and torch.equal(planned, device)
+    expected = x.call(torch_topk.topk_indices, k=k)
+    assert torch.equal(planned.sort(1).values, expected.sort(1).values)
