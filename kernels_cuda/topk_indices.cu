@@ -1331,10 +1331,11 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
 // of the cluster, so no barrier is left waiting.
 // work (a plan's, topk_indices_plan; null: cluster y takes row y, rank 0 its copy or solo work):
-// [gridDim.y][CLUSTER] (row, seq_len) pairs, row -1 none (the plan's seq_lens: the same values). A long row fills all CLUSTER entries of its cluster (the
-// cluster path, as without a plan); rows <= solo_up_to (or <= k) are packed one a CTA, and each CTA
-// selects its own row alone exactly as rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so
-// the same bits), with no cluster barrier: the plan never mixes the two kinds in one cluster.
+// [gridDim.y][CLUSTER] (row, seq_len) pairs, row -1 none (the plan's seq_lens: the same values).
+// A long row fills all CLUSTER entries of its cluster (the cluster path, as without a plan); rows
+// <= solo_up_to (or <= k) are packed one a CTA, and each CTA selects its own row alone exactly as
+// rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so the same bits), with no cluster
+// barrier: the plan never mixes the two kinds in one cluster.
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
                                               const int* __restrict__ seq_lens, const int* __restrict__ page_table,
