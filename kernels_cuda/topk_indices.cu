@@ -30,13 +30,29 @@ static_assert(MAX_K <= 2 * TOPK_BINS, "the write-out stages k raw columns in the
 // Order-preserving key. Every NaN becomes the largest key (as torch.topk ranks NaN): NaN never
 // reaches a long row that was validated, and this way no key falls below -inf's 0x007fffff, so
 // the key-0 padding can never be inside a bucket even when validation is skipped.
+// Branch-free: the sign's arithmetic shift flips every bit of a negative value and only the sign
+// bit of a positive one (one LOP3), then one select for NaN.
 __device__ __forceinline__ unsigned int sortable_key(float x) {
     const unsigned int u = __float_as_uint(x);
-    return x != x ? 0xffffffffu : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    const unsigned int flip = (unsigned int)((int)u >> 31) | 0x80000000u;
+    return x != x ? 0xffffffffu : u ^ flip;
+}
+
+// raw / page_size for raw >= 0: a shift where page_size is a power of two (V4's 64; uniform over the
+// grid, so no divergence), else the integer division (about 20 instructions a call)
+__device__ __forceinline__ int page_of(int raw, int page_size) {
+    return (page_size & (page_size - 1)) == 0 ? raw >> (__ffs(page_size) - 1) : raw / page_size;
 }
 
 __device__ __forceinline__ int mapped(const int* table_row, int raw, int page_size) {
     return table_row[raw / page_size] * page_size + raw % page_size;
+}
+
+// mapped() through page_of: the fast and wide kernels' (the older kernels keep mapped(), where the
+// shift's second copy of each loop spills: the cluster kernel on sm_80, regs<4> on sm_90a)
+__device__ __forceinline__ int mapped_paged(const int* table_row, int raw, int page_size) {
+    const int page = page_of(raw, page_size);
+    return table_row[page] * page_size + (raw - page * page_size);
 }
 
 // four floats copied to shared memory -> their keys, in place, counted by bits 31..21
@@ -620,10 +636,16 @@ static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PE
               "two CTAs an SM (32 registers) for VECS 1 only");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
+// Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
+// bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
+// (0..2047) and 2048 + (c ^ negative) is 2048 + c, or 2047 - c for x <= -0. Equal to
+// 2048 + clamp(code) - LO / 2047 - (clamp(code) - LO) for every key (tests/test_cuda_topk.py checks
+// this formula against that two-branch form over all 2^15 values of key >> 17).
 __device__ __forceinline__ unsigned int coarse_bin(unsigned int key) {
-    const unsigned int top = key >> 17;  // 0x4000 | code for x >= +0, 0x3fff - code for x <= -0
-    if (top >= 0x4000u) return 2048u + min(max(top - 0x4000u, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO;
-    return 2047u - (min(max(0x3fffu - top, FAST_CODE_LO), FAST_CODE_HI) - FAST_CODE_LO);
+    const unsigned int negative = ~(unsigned int)((int)key >> 31);
+    const int top = (int)((key ^ negative) >> 17);  // 0x4000 | code
+    const int c = min(max(top - (int)(0x4000u + FAST_CODE_LO), 0), (int)(FAST_CODE_HI - FAST_CODE_LO));
+    return 2048u + ((unsigned int)c ^ negative);
 }
 
 // [lo, hi] of the keys whose coarse bin is `bin` (the inverse of coarse_bin).
@@ -783,7 +805,7 @@ __device__ __forceinline__ void rank_candidates(const uint2* candidates, int ins
 // count staged raw columns through the page table into out (independent loads, coalesced stores)
 __device__ __forceinline__ void write_mapped(int* out, const int* staged, int count, const int* table_row,
                                              int page_size) {
-    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped(table_row, staged[i], page_size);
+    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_row, staged[i], page_size);
 }
 
 // The page-table entries of columns [first, first + count) pulled into L2 while the row loads, so
@@ -792,7 +814,7 @@ __device__ __forceinline__ void write_mapped(int* out, const int* staged, int co
 // never touched (the contract sizes the table by seq_len).
 __device__ __forceinline__ void prefetch_table(const int* table_row, int first, int count, int page_size) {
     if (count <= 0) return;
-    const int p0 = first / page_size, p1 = (first + count - 1) / page_size;
+    const int p0 = page_of(first, page_size), p1 = page_of(first + count - 1, page_size);
     for (int p = p0 + 32 * (int)threadIdx.x; p < p1 + 32; p += 32 * TOPK_THREADS)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
@@ -820,7 +842,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= k) {
-        for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
         return;
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
@@ -938,6 +960,27 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 // common path has two cluster barriers: histograms complete, candidates delivered. Heavier ties:
 // the exact radix over the bin's key range, cluster-wide, the runs exchanged at one more barrier,
 // then a column-order walk (threads own groups t + 1024 s; one block scan a step s).
+
+// A thread's groups whose keys' bits wide1's counting walk keeps for the placing walk (4 bits above,
+// 4 inside, a group: one register); chunks up to 4 x 4096 columns (wide1 at 16384) are all kept,
+// longer ones walk the rest as before. The cluster kernels walk as before: at 32 registers the kept
+// bits spilled wide<16> (16 bytes on sm_90a; 8 on sm_100 in its rank-0-alone rows).
+#define WIDE_BIT_GROUPS 4
+
+// Four keys' bits: above the bucket [lo, hi] (key j > hi) at bit j, inside it at bit 16 + j, branch
+// free. Key 0, the padding, is never inside: no real key is 0 (see sortable_key), so the bucket is
+// tested from max(lo, 1) and needs no test of its own.
+__device__ __forceinline__ unsigned int classify_bits4(uint4 q, unsigned int lo, unsigned int hi) {
+    const unsigned int from = max(lo, 1u);
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+    unsigned int above = 0u, at_or_above = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        above |= (unsigned int)(e[j] > hi) << j;
+        at_or_above |= (unsigned int)(e[j] >= from) << j;
+    }
+    return above | (at_or_above & ~above) << 16;
+}
 
 // four floats copied to shared memory -> their keys, in place, counted by coarse bin
 __device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
@@ -1167,11 +1210,22 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
-    // Counting walk: this CTA's keys above the bucket and inside it.
-    unsigned int mine = 0u;
-    for (int g = t; g < groups; g += TOPK_THREADS) {
-        const uint4 q = groups4[g];
-        if (any_at_or_above(q, lo)) mine += classify4(q, lo, hi);
+    // Counting walk: this CTA's keys above the bucket and inside it. A thread's first WIDE_BIT_GROUPS
+    // groups keep their keys' bits (classify_bits4; group i at bits 4 i, inside 16 + 4 i), so the
+    // placing walk visits the set bits only (about one key a thread) instead of re-reading and
+    // re-classifying every group with a qualifying key in the warp (nearly all of them: ~600
+    // qualifying keys in 16384 leave few warps' groups empty).
+    unsigned int bits = 0u, mine = 0u;
+    constexpr int bit_groups = SMEM == 1 ? WIDE_BIT_GROUPS : 0;  // wide1 only: see WIDE_BIT_GROUPS
+    {
+        int i = 0;
+        for (int g = t; g < groups; g += TOPK_THREADS, ++i) {
+            const uint4 q = groups4[g];
+            if (!any_at_or_above(q, lo)) continue;
+            if (ranked && i < bit_groups) bits |= classify_bits4(q, lo, hi) << (4 * i);
+            else mine += classify4(q, lo, hi);
+        }
+        mine += (unsigned int)__popc(bits & 0xffffu) + ((unsigned int)__popc(bits >> 16) << 16);
     }
     unsigned int cta_total;
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
@@ -1216,22 +1270,30 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // Placing walk in thread order: above keys to staging, inside keys to rank 0's buffer.
         int slot_above = (int)(before & 0xffffu);
         int slot_inside = first_inside + (int)(before >> 16);
-        for (int g = t; g < groups; g += TOPK_THREADS) {
+        const auto candidate = [&](int slot, unsigned int e, int column) {
+            const uint2 c = make_uint2(e, (unsigned int)column);
+            if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
+            else s.candidates[slot] = c;
+        };
+        // The bit-kept groups: bit 4 i + j is word 4 (t + 1024 i) + j, so ascending bits are this
+        // thread's column order, as place4 over its groups in turn (each kind in its own slots).
+        for (unsigned int m = bits; m != 0u; m &= m - 1u) {  // above bits first, then inside
+            const int b = __ffs(m) - 1;
+            const int word = 4 * (t + TOPK_THREADS * ((b & 15) >> 2)) + (b & 3);
+            if (b < 16) staging[slot_above++] = column0 + word;
+            else candidate(slot_inside++, chunk_keys[word], column0 + word);
+        }
+        for (int g = t + bit_groups * TOPK_THREADS; g < groups; g += TOPK_THREADS) {
             const uint4 q = groups4[g];
             if (!any_at_or_above(q, lo)) continue;
-            place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside,
-                   [&](int slot, unsigned int e, int column) {
-                       const uint2 c = make_uint2(e, (unsigned int)column);
-                       if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
-                       else s.candidates[slot] = c;
-                   });
+            place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside, candidate);
         }
         __syncthreads();
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
         wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
-                out_row[k - remaining + rank_of] = mapped(table_row, column, page_size);
+                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
             });
         return;
     }
@@ -1252,7 +1314,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         inside_base += (int)(step_total >> 16);
         place4(q, column0 + 4 * g, lo, hi, staging, slot_above, index_inside,
                [&](int index, unsigned int, int column) {
-                   if (index < remaining) out_row[k - remaining + index] = mapped(table_row, column, page_size);
+                   if (index < remaining) out_row[k - remaining + index] = mapped_paged(table_row, column, page_size);
                });
     }
     __syncthreads();
@@ -1268,32 +1330,45 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // Rows of seq_len <= skip_up_to (-1: none) are dsv4_topk_indices_fast's, launched before this
 // kernel on the same batch (DSV4_TOPK_KERNEL=split). Every decision here is the same in every CTA
 // of the cluster, so no barrier is left waiting.
+// work (a plan's, topk_indices_plan; null: cluster y takes row y, rank 0 its copy or solo work):
+// [gridDim.y][CLUSTER] (row, seq_len) pairs, row -1 none (the plan's seq_lens: the same values).
+// A long row fills all CLUSTER entries of its cluster (the cluster path, as without a plan); rows
+// <= solo_up_to (or <= k) are packed one a CTA, and each CTA selects its own row alone exactly as
+// rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so the same bits), with no cluster
+// barrier: the plan never mixes the two kinds in one cluster.
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
                                               const int* __restrict__ seq_lens, const int* __restrict__ page_table,
                                               long long table_stride, int* __restrict__ out, int k, int page_size,
-                                              int skip_up_to, int solo_up_to, int options) {
+                                              int skip_up_to, int solo_up_to, int options,
+                                              const int* __restrict__ work) {
     __shared__ WideShared<CLUSTER> s;
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
-    const int b = blockIdx.y;
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
     // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
     // its SMs for itself.
     pdl_wait();
-    const int n = seq_lens[b];
+    const bool planned = CLUSTER > 1 && work != nullptr;
+    // (row, seq_len) pairs: one 8-byte load, not a load of the row and then one of its seq_len
+    const int2 entry = planned ? reinterpret_cast<const int2*>(work)[blockIdx.y * CLUSTER + rank]
+                               : make_int2((int)blockIdx.y, 0);
+    const int b = entry.x;
+    if (b < 0) return;  // an empty place in the plan's last pack
+    const bool owner = planned || rank == 0;  // writes the row's copy or selects it alone
+    const int n = planned ? entry.y : seq_lens[b];
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= skip_up_to) return;
     if (n <= k) {
-        if (rank == 0)
-            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped(table_row, i, page_size) : -1;
+        if (owner)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
         return;
     }
     const float* row = logits + (long long)b * columns;
     if (CLUSTER > 1 && n <= solo_up_to) {
-        if (rank == 0) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
+        if (owner) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
     wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
@@ -1313,17 +1388,24 @@ __global__ void __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(1))
                             long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
                             int options) {
     topk_row_wide<1>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to, solo_up_to,
-                     options);
+                     options, nullptr);
 }
 
 template <int CLUSTER>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_WIDE_MIN_BLOCKS(CLUSTER))
     dsv4_topk_indices_wide(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
-                           int options) {
+                           int options, const int* work) {
 #if __CUDA_ARCH__ >= 900
+    // 16 CTAs (non-portable) run on Hopper only (the host offers them on compute capability 9.x
+    // alone): elsewhere a trap, as the clusters before sm_90 (at 32 registers the body spilled 40
+    // bytes on sm_100 once the row came from a work list)
+    if (CLUSTER == CLUSTER16 && __CUDA_ARCH__ >= 1000) {
+        __trap();
+        return;
+    }
     topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
-                           solo_up_to, options);
+                           solo_up_to, options, work);
 #else
     __trap();
 #endif

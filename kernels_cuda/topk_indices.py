@@ -12,7 +12,11 @@ cluster kernel with its three-digit radix, `v2` to the older register kernel. DS
 the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
 instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
 histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=0
-keeps rows at 8 CTAs."""
+keeps rows at 8 CTAs.
+`topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
+a rank 0 would select alone are packed one a CTA, 16 to a cluster's place, instead of a place each,
+and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
+device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B)."""
 
 import functools
 import os
@@ -20,7 +24,7 @@ import warnings
 
 import torch
 
-from harness import contract
+from harness import contract, plans
 from kernels_cuda import _loader
 from kernels_cuda._loader import launch
 
@@ -86,7 +90,7 @@ _SKIP = (*_PARAMS, "i32 skip_up_to")
 SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "dsv4_topk_indices_regs": _PARAMS,
               "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"),
               "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
-              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options")}
+              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work")}
 
 
 def chunk_columns(columns, cluster):
@@ -211,26 +215,111 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms
-    return runs + [(kernel, (cluster, batch), shared, pdl, (skip_up_to, solo_up_to, options))]
+    extra = (skip_up_to, solo_up_to, options) + ((None,) if cluster > 1 else ())  # work: none (device routing)
+    return runs + [(kernel, (cluster, batch), shared, pdl, extra)]
 
 
-def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True):
+# ---------------------------------------------------------------------------------------------
+# The plan (contract section 7): a cluster launch's work list, made from seq_lens once per step.
+# Without one, cluster y takes row y: a row <= solo_up_to keeps a whole cluster's place for rank 0
+# alone (64 rows mixed to 262144: 64 places of 16 CTAs, ~14 resident, ~4.6 waves). The plan packs
+# those rows one a CTA (16 to a place), keeps each long row's cluster as it was, and orders the
+# places longest first (docs/perf-notes.md, "Seventh session: top-k rows of mixed lengths"): the same
+# kernel, cluster size and per-row code, so the same bits. DSV4_TOPK_ROUTE=device (read at each call)
+# ignores a plan's work list: the A/B switch.
+
+
+def work_list(lens, cluster, solo_up_to, k):
+    """The plan's [places, cluster] rows (-1: none): each row longer than max(solo_up_to, k) fills a
+    place of its own (every entry its row), the others are packed `cluster` a place, longest first;
+    places in decreasing order of the columns one of their CTAs holds (a long row's chunk, a pack's
+    longest row; ties by first row), so the longest finish under the rest (longest processing time
+    first; every place pays the same fixed chain)."""
+    alone = max(solo_up_to, k)
+    lens = [int(n) for n in lens]
+    places = [(chunk_columns(n, cluster), [b] * cluster) for b, n in enumerate(lens) if n > alone]
+    short = sorted((b for b, n in enumerate(lens) if n <= alone), key=lambda b: (-lens[b], b))
+    for i in range(0, len(short), cluster):
+        pack = short[i:i + cluster]
+        places.append((lens[pack[0]] if lens[pack[0]] > k else 0, pack + [-1] * (cluster - len(pack))))
+    places.sort(key=lambda p: (-p[0], min(b for b in p[1] if b >= 0)))
+    return [rows for _, rows in places]
+
+
+def _clusters(device_index, env):
+    """(SMs, the cluster sizes this call may use): _device's, less 16 where switched off or refused."""
+    sms, clusters = _device(device_index)
+    if env.get("DSV4_TOPK_CLUSTER16", "1") == "0" or device_index in _no_cluster16:
+        clusters = tuple(c for c in clusters if c != CLUSTER16)
+    return sms, clusters
+
+
+def _launches_from_env(batch, columns, aligned, sms, clusters, env):
+    """launches() with the DSV4_TOPK_* settings of `env` (read at each call)."""
+    return launches(batch, columns, aligned, sms, clusters, choice=env.get("DSV4_TOPK_KERNEL", "fast"),
+                    many_rows=env.get("DSV4_TOPK_MANY_ROWS", "wide"),
+                    solo=int(env.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
+                    fold=env.get("DSV4_TOPK_FOLD", "1") != "0",
+                    direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct")
+
+
+def plan_route(lens, k, sms, clusters, env=os.environ):
+    """The cluster launch that a call on rows of these lengths makes when its logits are as wide as
+    the longest row, and its work list: ((cluster, solo_up_to), rows), or None where that call is no
+    single cluster launch (narrow rows, split, the older kernels: nothing to pack)."""
+    if not len(lens):
+        return None
+    runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
+    if len(runs) != 1 or not runs[0][0].startswith("dsv4_topk_indices_wide<"):
+        return None
+    _, (cluster, _), _, _, (skip_up_to, solo_up_to, _, _) = runs[0]
+    if skip_up_to != -1:
+        return None
+    return (cluster, solo_up_to), work_list(lens, cluster, solo_up_to, k)
+
+
+def _metadata(seq_lens, page_table, k, page_size):
+    return {"k": k, "page_size": page_size}, {"seq_lens": seq_lens, "page_table": page_table}
+
+
+def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=True):
+    """contract section 7's planner: the cluster launch's work list (see work_list) on seq_lens' device,
+    for the launch a call makes when its logits are as wide as the longest row; a call whose width
+    gives another cluster size or solo bound routes on the device as without a plan (same bits)."""
+    contract.check_topk_metadata(seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    scalars, metadata = _metadata(seq_lens, page_table, k, page_size)
+    plan = plans.make_plan("topk_indices", seq_lens.device, scalars, metadata)
+    lens = plan.metadata["seq_lens"].values.tolist()  # the plan's host copy: one synchronisation
+    # CPU metadata plans for the current GPU (none: nothing to route, the calls route on the device)
+    device_index = (plan.device.index if plan.device.type == "cuda"
+                    else torch.cuda.current_device() if torch.cuda.is_available() else None)
+    route = plan_route(lens, k, *_clusters(device_index, os.environ)) if device_index is not None else None
+    if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
+        # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
+        (cluster, solo_up_to), rows = route
+        work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
+                            dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
+        if plan.device.type == "cuda":
+            work = work.pin_memory().to(plan.device, non_blocking=True)
+        plan.data.update(launch=(cluster, solo_up_to), places=len(rows), work=work)
+    else:
+        plan.data.update(launch=None)
+    return plan
+
+
+def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
     layout = contract.check_topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=validate)
+    if plan is not None:
+        plans.check_plan(plan, "topk_indices", logits.device, *_metadata(seq_lens, page_table, k, page_size), validate)
     if k > MAX_K:
         raise ValueError(f"topk_indices (CUDA): k = {k} exceeds {MAX_K} (the write-out's staging in shared memory)")
     out = torch.empty((layout.batch, k), dtype=torch.int32, device=logits.device)
     if layout.batch:
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
-        sms, clusters = _device(device_index)
-        if os.environ.get("DSV4_TOPK_CLUSTER16", "1") == "0" or device_index in _no_cluster16:
-            clusters = tuple(c for c in clusters if c != CLUSTER16)
-        runs = launches(layout.batch, layout.columns, aligned, sms, clusters,
-                        choice=os.environ.get("DSV4_TOPK_KERNEL", "fast"),
-                        many_rows=os.environ.get("DSV4_TOPK_MANY_ROWS", "wide"),
-                        solo=int(os.environ.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
-                        fold=os.environ.get("DSV4_TOPK_FOLD", "1") != "0",
-                        direct_sum=os.environ.get("DSV4_TOPK_SUM", "scatter") == "direct")
+        sms, clusters = _clusters(device_index, os.environ)
+        runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
+        runs = _planned(runs, plan, sms, logits.device, os.environ.get("DSV4_TOPK_ROUTE", "plan"))
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
@@ -248,5 +337,23 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                 # `out` is written again, so a kernel that ran before this one is harmless)
                 warnings.warn(f"topk_indices (CUDA): {kernel} refused ({err}); 8-CTA clusters on this device")
                 _no_cluster16.add(device_index)
-                return topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=False)
+                return topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=False, plan=plan)
     return out
+
+
+def _planned(runs, plan, sms, device, route):
+    """The call's launches, with the plan's work list where it fits them: one cluster launch of the
+    plan's cluster size and solo bound (a logits width past the longest row can give another; then
+    the call routes on the device, as without a plan: the same bits), its list on the call's device
+    (a plan of CPU metadata, trusted unchecked, is not launched with). route: DSV4_TOPK_ROUTE
+    (`device` leaves every call to the device routing, plan or not)."""
+    if plan is None or route == "device" or plan.data.get("launch") is None or len(runs) != 1:
+        return runs
+    if plan["work"].device != device:
+        return runs
+    kernel, (cluster, _), shared, _, extra = runs[0]
+    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (cluster, extra[1]) != plan["launch"]:
+        return runs
+    places = plan["places"]
+    pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())
+    return [(kernel, (cluster, places), shared, pdl, (*extra[:3], plan["work"]))]

@@ -252,3 +252,72 @@ def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, c
         assert len(values) == len(_loader.signature("topk_indices.cu", expr))
         assert values[1] == columns and isinstance(values[1], np.int64)  # columns: long long
         assert values[4] == x.args[2].stride(0) and isinstance(values[4], np.int64)  # table_stride: long long
+
+
+@pytest.mark.parametrize("route", ["plan", "device"])
+def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route):
+    # the real planner and wrapper on CPU tensors up to the launch (Hopper's 132 SMs and 16-CTA clusters
+    # stubbed): b64-mixed-to-262144 with its plan is one wide<16> launch of 33 places (30 long rows, 34
+    # short rows packed 16 a place) reading the plan's work list; DSV4_TOPK_ROUTE=device, or no plan, the
+    # device routing's 64 places and no work list
+    from harness import contract, inputs
+    topk = importlib.import_module("kernels_cuda.topk_indices")
+    launched = []
+
+    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+        launched.append((expr, grid, args[-1], _loader.launch_values(expr, _loader.signature(name, expr), args)))
+
+    monkeypatch.setattr(topk, "launch", launch)
+    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
+    monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("DSV4_TOPK_ROUTE", route)
+    lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
+    x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=512, page_size=64, seed=5)
+    _, seq_lens, page_table = x.args
+    plan = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
+    assert plan["launch"] == (16, 16384) and plan["places"] == 33 and plan["work"].shape == (33 * 16 * 2,)
+    work = plan["work"].view(33, 16, 2)  # (row, seq_len) a CTA
+    rows = work[..., 0].tolist()
+    assert sorted(b for place in rows for b in set(place) if b >= 0) == list(range(64))  # each row in one place
+    taken = work[..., 0] >= 0
+    assert torch.equal(work[..., 1][taken], seq_lens[work[..., 0][taken].long()])  # each row's own seq_len
+    x.call(topk.topk_indices, validate=True, plan=plan)
+    x.call(topk.topk_indices, validate=False)
+    planned, unplanned = launched
+    assert planned[0] == unplanned[0] == "dsv4_topk_indices_wide<16>"
+    assert planned[1] == ((16, 33) if route == "plan" else (16, 64)) and unplanned[1] == (16, 64)
+    assert (planned[2] is plan["work"]) == (route == "plan") and unplanned[2] is None
+    for expr, _, _, values in launched:
+        assert len(values) == len(_loader.signature("topk_indices.cu", expr))
+        assert values[-1] == (plan["work"].data_ptr() if values is planned[3] and route == "plan" else 0)
+    # a plan from other lengths is refused under validate, naming plan
+    other = topk.topk_indices_plan(seq_lens.flip(0), page_table, k=512, page_size=64, validate=False)
+    with pytest.raises(contract.InputError) as err:
+        x.call(topk.topk_indices, validate=True, plan=other)
+    assert err.value.argument == "plan"
+
+
+def test_topk_plan_is_not_used_where_the_logits_width_gives_another_launch(monkeypatch):
+    # a plan is made for logits as wide as the longest row; wider logits that change the cluster size
+    # route on the device (the same bits), with no work list
+    from harness import inputs
+    topk = importlib.import_module("kernels_cuda.topk_indices")
+    launched = []
+    monkeypatch.setattr(topk, "launch", lambda name, expr, grid, block, args, device, **kw:
+                        launched.append((expr, grid, args[-1])))
+    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
+    monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    x = inputs.topk_inputs(seq_lens=[70000, 300, 5000, 600], columns=262144, k=512, page_size=64, seed=6)
+    plan = topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)
+    assert plan["launch"][0] == 8 and plan["places"] == 2  # 70000 alone, the three short rows packed
+    x.call(topk.topk_indices, validate=False, plan=plan)
+    assert launched == [("dsv4_topk_indices_wide<16>", (16, 4), None)]
+    # rows that each fill a place already (64 x 262144): no work list, whose load would only lengthen every CTA
+    x = inputs.topk_inputs(seq_lens=[262144] * 64, columns=262144, k=512, page_size=64, seed=7)
+    assert topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)["launch"] is None

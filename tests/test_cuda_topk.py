@@ -21,13 +21,15 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     for batch, columns in [(1, 65536), (64, 65536), (64, 262144), (64, 16385)]:
         runs = T.launches(batch, columns, True, *H200)
         assert len(runs) == 1 and runs[0][0].startswith("dsv4_topk_indices_wide"), runs
-        kernel, grid, shared, _, (skip_up_to, solo_up_to, fold) = runs[0]
+        kernel, grid, shared, _, extra = runs[0]
+        skip_up_to, solo_up_to, fold = extra[:3]
+        assert extra[3:] == ((None,) if grid[0] > 1 else ())  # no work list: rows routed on the device
         chunk = T.chunk_columns(columns, grid[0])
         assert skip_up_to == -1 and fold == 1 and shared == 4 * (chunk + 4)
         assert solo_up_to == (min(T.SOLO_COLUMNS, chunk) if grid[0] > 1 else -1)
     split = T.launches(64, 262144, True, *H200, choice="split")
     assert [r[0] for r in split] == ["dsv4_topk_indices_fast<4>", "dsv4_topk_indices_wide<8>"]
-    assert split[1][4] == (T.FAST_COLUMNS, -1, 1)  # the fast kernel's rows skipped, no solo rows
+    assert split[1][4] == (T.FAST_COLUMNS, -1, 1, None)  # the fast kernel's rows skipped, no solo rows
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
     assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
@@ -54,7 +56,7 @@ def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(ch
     k = 512
     runs = T.launches(len(lens), 262144, True, 132, clusters, choice=choice)
     wide = runs[-1]
-    cluster, (skip_up_to, solo_up_to, _) = wide[1][0], wide[4]
+    cluster, (skip_up_to, solo_up_to) = wide[1][0], wide[4][:2]
     words = wide[2] // 4  # the chunk buffer, in keys
     fast = [r for r in runs if r[0].startswith("dsv4_topk_indices_fast")]
     for n in lens:
@@ -89,6 +91,18 @@ def coarse_bin_keys(b):
     top_lo = 0x4000 + code_lo if b >= 2048 else 0x3FFF - code_hi
     top_hi = 0x4000 + code_hi if b >= 2048 else 0x3FFF - code_lo
     return top_lo << 17, (top_hi << 17) | 0x1FFFF
+
+
+def test_the_branch_free_coarse_bin_equals_the_two_branch_form_for_every_key_top():
+    """topk_indices.cu's coarse_bin (negative mask, one clamp of key ^ mask, 2048 + (c ^ mask)),
+    written here line for line, against coarse_bin above, over all 2^15 values of key >> 17 (the
+    bin reads nothing else), with the low 17 bits both clear and set."""
+    for low in (0, 0x1FFFF):
+        key = (np.arange(1 << 15, dtype=np.uint32) << np.uint32(17)) | np.uint32(low)
+        negative = ~(key.view(np.int32) >> 31).view(np.uint32)
+        top = ((key ^ negative) >> np.uint32(17)).astype(np.int64)
+        c = np.minimum(np.maximum(top - (0x4000 + CODE_LO), 0), CODE_HI - CODE_LO).astype(np.uint32)
+        assert np.array_equal((np.uint32(2048) + (c ^ negative)).astype(np.int64), coarse_bin(key))
 
 
 def threshold(hist, need):
@@ -132,6 +146,19 @@ def wide_model(row, n, k, cluster, phase):
         word = np.arange(len(words))
         group = word >> 2
         order = np.lexsort((word & 3, group // THREADS, group % THREADS))
+        if cluster == 1:  # wide1 places thread t's first 4 groups from their kept bits (bit 4 i + j is word
+            # 4 (t + 1024 i) + j; above bits, then inside bits), then its later groups: each kind in `order`'s order
+            kind = lambda w: 0 if w >= len(words) or words[w] == 0 or words[w] < lo else 1 + (int(words[w]) > hi)
+            walks = {1: [], 2: []}
+            for t in range(min(THREADS, len(words) >> 2)):
+                for b in range(32):
+                    w = 4 * (t + THREADS * ((b & 15) >> 2)) + (b & 3)
+                    if kind(w) == (2 if b < 16 else 1):
+                        walks[kind(w)].append(w)
+                for w in (4 * g + j for g in range(t + 4 * THREADS, len(words) >> 2, THREADS) for j in range(4)):
+                    if kind(w):
+                        walks[kind(w)].append(w)
+            assert walks == {c: [w for w in order if kind(w) == c] for c in (1, 2)}
         slot_above, slot_inside = first_above, first_inside
         for w in order:
             key = int(words[w])
@@ -176,7 +203,7 @@ H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
 
 def test_rows_whose_chunks_fit_an_sm_once_at_8_ctas_take_16_that_fit_twice():
     kernel, grid, shared, pdl, extra = T.launches(64, 262144, True, *H200_16)[0]
-    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0)
+    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0, None)
     assert 2 * (shared + T.wide_static_shared(16) + 1024) <= 228 * 1024  # two an SM
     assert 2 * ((32768 + 4) * 4 + T.wide_static_shared(8) + 1024) > 228 * 1024  # 8 CTAs: one an SM
     assert T.launches(64, 262144, True, *H200)[0][0] == "dsv4_topk_indices_wide<8>"  # 16 not offered
@@ -263,3 +290,97 @@ def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
     for rank in range(cluster):
         gathered = np.array([slices[t // groups, t % groups] for t in range(THREADS)])
         assert (gathered == hists.sum(axis=0)).all()
+
+
+MIXED = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]  # harness/cases.py's b64-mixed-to-262144
+
+
+def rows_written(lens, k, cluster, solo_up_to, work=None):
+    """topk_row_wide's decisions over a whole grid: row -> [(path, rank)] for every CTA that writes it
+    (cluster y, rank r takes work[y][r], or row y without a work list; rank 0 alone copies or selects
+    a short row without one, its own CTA with one)."""
+    places = work if work is not None else [[b] * cluster for b in range(len(lens))]
+    written = {}
+    for rows in places:
+        assert len(rows) == cluster
+        for rank, b in enumerate(rows):
+            if b < 0:
+                continue
+            owner = work is not None or rank == 0
+            n = lens[b]
+            path = "copy" if n <= k else "solo" if n <= solo_up_to else "cluster"
+            if path == "cluster" or owner:
+                written.setdefault(b, []).append((path, rank if path == "cluster" else 0))
+    return written
+
+
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_the_device_routing(k):
+    (cluster, solo_up_to), work = T.plan_route(MIXED, k, *H200_16)
+    assert (cluster, solo_up_to) == (16, 16384)
+    device = rows_written(MIXED, k, cluster, solo_up_to)
+    planned = rows_written(MIXED, k, cluster, solo_up_to, work)
+    # every row written by the same path: a short row by one CTA, as rank 0 (the code's rank argument),
+    # a long row by the cluster's ranks 0..15 each once, on the same chunks
+    assert planned == device and sorted(planned) == list(range(64))
+    long_rows = [b for b, n in enumerate(MIXED) if n > max(solo_up_to, k)]
+    assert len(long_rows) == 30 and len(work) == 30 + -(-(64 - 30) // 16)  # 33 places, not 64
+    for rows in work:  # a place is one long row in every entry, or short rows only: never both
+        if rows[0] in long_rows:
+            assert rows == [rows[0]] * cluster
+        else:
+            assert all(b < 0 or MIXED[b] <= max(solo_up_to, k) for b in rows) and rows[0] >= 0
+    # longest first: the places' CTA columns (a long row's chunk, a pack's longest row) never increase
+    cost = [T.chunk_columns(MIXED[r[0]], cluster) if r[0] in long_rows else MIXED[r[0]] for r in work]
+    assert cost == sorted(cost, reverse=True) and cost[0] == T.chunk_columns(262144, 16)
+    # packs take the short rows longest first, each pack's rows in decreasing length
+    packs = [b for r in work if r[0] not in long_rows for b in r if b >= 0]
+    assert [MIXED[b] for b in packs] == sorted((n for n in MIXED if n <= max(solo_up_to, k)), reverse=True)
+
+
+@pytest.mark.parametrize("lens", [[0, 1, 511, 512, 513, 16384, 16385, 262144], [300] * 40 + [70000], [262144] * 20,
+                                  [5] * 17])
+def test_a_topk_plan_covers_every_row_once_whatever_the_lengths(lens):
+    route = T.plan_route(lens, 512, *H200_16)
+    if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
+        assert route is None
+        return
+    (cluster, solo_up_to), work = route
+    assert rows_written(lens, 512, cluster, solo_up_to, work) == rows_written(lens, 512, cluster, solo_up_to)
+    assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
+
+
+def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
+    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "split"}) is None
+    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
+    assert T.plan_route([], 512, *H200_16) is None
+    # without 16-CTA clusters (DSV4_TOPK_CLUSTER16=0, _clusters) the plan is for 8, the call's cluster size then
+    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200)
+    assert cluster == 8 and solo_up_to == min(T.SOLO_COLUMNS, T.chunk_columns(262144, 8))
+    # solo rows off: every row > k its own place, the copies packed
+    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
+    assert solo_up_to == -1 and len(work) == 63 + 1  # every row > k its own place, row 0 (512 = k) a pack
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k):
+    # on the GPU (no check case has rows to pack): the mixed bench batch and the path boundaries, with
+    # the plan's work list, with DSV4_TOPK_ROUTE=device and without a plan: the same bits, and the k
+    # largest of each row (as the torch backend's set; random normal logits, no ties at the cut)
+    import torch
+
+    from harness import inputs
+    from kernels_torch import topk_indices as torch_topk
+    lens = MIXED + [0, 1, 511, 512, 513, 2048, 2049, 16384, 16385]
+    x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=k, device="cuda")
+    _, seq_lens, page_table = x.args
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64)
+    assert plan["launch"] is not None and plan["places"] < len(lens)
+    planned = x.call(T.topk_indices, k=k, validate=True, plan=plan)
+    unplanned = x.call(T.topk_indices, k=k)
+    monkeypatch.setenv("DSV4_TOPK_ROUTE", "device")
+    device = x.call(T.topk_indices, k=k, plan=plan)
+    assert torch.equal(planned, unplanned) and torch.equal(planned, device)
+    expected = x.call(torch_topk.topk_indices, k=k)
+    assert torch.equal(planned.sort(1).values, expected.sort(1).values)
