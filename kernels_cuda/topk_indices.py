@@ -11,8 +11,8 @@ one-launch routing), `wide` sends every shape to the wide kernels (no fast kerne
 cluster kernel with its three-digit radix, `v2` to the older register kernel. DSV4_TOPK_SOLO=0 turns
 the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
 instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
-histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=0
-keeps rows at 8 CTAs.
+histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=1
+lets 262144-wide rows take 16-CTA clusters (off by default: slower on the H200).
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
 a rank 0 would select alone are packed one a CTA, 16 to a cluster's place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
@@ -30,10 +30,11 @@ from kernels_cuda._loader import launch
 
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
-# Hopper runs clusters of 16 CTAs when the kernel opts in (non-portable): the wide kernel takes them
-# for rows whose chunk at 8 CTAs fits shared memory once an SM and at 16 twice (64 x 262144: 1024 CTAs
-# of 16384 columns, two an SM, one CTA's load under the other's selection, instead of 512 of 32768
-# one an SM). DSV4_TOPK_CLUSTER16=0 (read at each call) keeps rows at 8 CTAs.
+# Hopper runs clusters of 16 CTAs when the kernel opts in (non-portable). DSV4_TOPK_CLUSTER16=1 (read
+# at each call) lets the wide kernel take them for rows whose chunk at 8 CTAs fits shared memory once
+# an SM and at 16 twice (64 x 262144: 1024 CTAs of 16384 columns, two an SM, instead of 512 of 32768
+# one an SM). Off by default: on the H200 at 57b2bc9 at most ~14 such clusters were resident, and 8-CTA
+# clusters ran 64 x 262144 in 74.2 us against 79.4 and the mixed batch in 38.4 against 46.6.
 CLUSTER16 = 16
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
 
@@ -247,9 +248,9 @@ def work_list(lens, cluster, solo_up_to, k):
 
 
 def _clusters(device_index, env):
-    """(SMs, the cluster sizes this call may use): _device's, less 16 where switched off or refused."""
+    """(SMs, the cluster sizes this call may use): _device's, less 16 unless switched on (and not refused)."""
     sms, clusters = _device(device_index)
-    if env.get("DSV4_TOPK_CLUSTER16", "1") == "0" or device_index in _no_cluster16:
+    if env.get("DSV4_TOPK_CLUSTER16", "0") != "1" or device_index in _no_cluster16:
         clusters = tuple(c for c in clusters if c != CLUSTER16)
     return sms, clusters
 

@@ -228,7 +228,7 @@ def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
 @pytest.mark.parametrize("choice, seq_lens, columns, sms, first", [
     ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "wide1"),
     ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<16>"),
-    ("split", [70000, 9000], 70000, 132, "fast<4>"), ("cluster", [70000, 300], 70000, 132, "cluster<"),
+    ("fast", [262144, 9000], 262144, 132, "wide<8>"), ("split", [70000, 9000], 70000, 132, "fast<4>"), ("cluster", [70000, 300], 70000, 132, "cluster<"),
     ("v2", [5000, 300], 5000, 132, "regs<2>")], ids=lambda x: str(x))
 def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, columns, sms, first):
     # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, wide1,
@@ -244,6 +244,7 @@ def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, c
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setenv("DSV4_TOPK_KERNEL", choice)
+    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1" if first == "wide<16>" else "0")  # 16: opt-in
     x = inputs.topk_inputs(seq_lens=seq_lens, columns=columns, k=512, page_size=64, seed=4)
     x.call(topk.topk_indices, validate=False)
     assert launched[0][0].startswith(f"dsv4_topk_indices_{first}"), launched
@@ -277,6 +278,10 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
     x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=512, page_size=64, seed=5)
     _, seq_lens, page_table = x.args
+    # by default (8-CTA clusters) the 34 short rows pack 8 a place: 30 + 5 places
+    default = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
+    assert default["launch"] == (8, 16384) and default["places"] == 35
+    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # the 16-CTA opt-in
     plan = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
     assert plan["launch"] == (16, 16384) and plan["places"] == 33 and plan["work"].shape == (33 * 16 * 2,)
     work = plan["work"].view(33, 16, 2)  # (row, seq_len) a CTA
@@ -313,6 +318,7 @@ def test_topk_plan_is_not_used_where_the_logits_width_gives_another_launch(monke
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # 262144-wide logits take 16-CTA clusters (opt-in)
     x = inputs.topk_inputs(seq_lens=[70000, 300, 5000, 600], columns=262144, k=512, page_size=64, seed=6)
     plan = topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)
     assert plan["launch"][0] == 8 and plan["places"] == 2  # 70000 alone, the three short rows packed

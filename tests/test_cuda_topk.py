@@ -262,6 +262,7 @@ def test_a_refused_16_cta_launch_falls_back_to_8_for_good(monkeypatch):
     monkeypatch.setattr(T, "launch", launch)
     monkeypatch.setattr(T, "_no_cluster16", set())
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # opt-in since 8-CTA clusters measured faster
     x = inputs.topk_inputs(seq_lens=[262144, 9000], columns=262144, k=512, page_size=64, seed=1)
     with pytest.warns(UserWarning, match="8-CTA clusters"):
         x.call(T.topk_indices, validate=False)
@@ -354,7 +355,7 @@ def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
     assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "split"}) is None
     assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
     assert T.plan_route([], 512, *H200_16) is None
-    # without 16-CTA clusters (DSV4_TOPK_CLUSTER16=0, _clusters) the plan is for 8, the call's cluster size then
+    # without 16-CTA clusters (the default, _clusters) the plan is for 8, the call's cluster size then
     (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200)
     assert cluster == 8 and solo_up_to == min(T.SOLO_COLUMNS, T.chunk_columns(262144, 8))
     # solo rows off: every row > k its own place, the copies packed
