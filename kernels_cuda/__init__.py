@@ -6,10 +6,10 @@ from kernels_cuda.compress import compress, compress_plan
 from kernels_cuda.indexer_logits import indexer_logits
 from kernels_cuda.sparse_attention import sparse_attention
 from kernels_cuda.sparse_attention_fp8 import sparse_attention_fp8
-from kernels_cuda.topk_indices import topk_indices
+from kernels_cuda.topk_indices import topk_indices, topk_indices_plan
 
-__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "sparse_attention", "sparse_attention_fp8",
-           "unavailable_reason"]
+__all__ = ["compress", "compress_plan", "indexer_logits", "topk_indices", "topk_indices_plan", "sparse_attention",
+           "sparse_attention_fp8", "unavailable_reason"]
 
 
 def unavailable_reason(device):
