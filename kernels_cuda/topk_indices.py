@@ -14,7 +14,7 @@ instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums th
 histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=1
 lets 262144-wide rows take 16-CTA clusters (off by default: slower on the H200).
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
-a rank 0 would select alone are packed one a CTA, 16 to a cluster's place, instead of a place each,
+a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
 device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B)."""
 
@@ -223,11 +223,11 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
 # ---------------------------------------------------------------------------------------------
 # The plan (contract section 7): a cluster launch's work list, made from seq_lens once per step.
 # Without one, cluster y takes row y: a row <= solo_up_to keeps a whole cluster's place for rank 0
-# alone (64 rows mixed to 262144: 64 places of 16 CTAs, ~14 resident, ~4.6 waves). The plan packs
-# those rows one a CTA (16 to a place), keeps each long row's cluster as it was, and orders the
-# places longest first (docs/perf-notes.md, "Seventh session: top-k rows of mixed lengths"): the same
-# kernel, cluster size and per-row code, so the same bits. DSV4_TOPK_ROUTE=device (read at each call)
-# ignores a plan's work list: the A/B switch.
+# alone (64 rows mixed to 262144: 64 places of 8 CTAs). The plan packs those rows one a CTA (8 to a
+# place: 35 places), keeps each long row's cluster as it was, and orders the places longest first
+# (docs/perf-notes.md, "Seventh session: top-k rows of mixed lengths"): the same kernel, cluster
+# size and per-row code, so the same bits. DSV4_TOPK_ROUTE=device (read at each call) ignores a
+# plan's work list: the A/B switch.
 
 
 def work_list(lens, cluster, solo_up_to, k):

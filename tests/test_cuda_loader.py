@@ -259,7 +259,7 @@ def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, c
 @pytest.mark.parametrize("route", ["plan", "device"])
 def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route):
     # the real planner and wrapper on CPU tensors up to the launch (Hopper's 132 SMs and 16-CTA clusters
-    # stubbed): b64-mixed-to-262144 with its plan is one wide<16> launch of 33 places (30 long rows, 34
+    # stubbed, opted in): b64-mixed-to-262144 with its plan is one wide<16> launch of 33 places (30 long rows, 34
     # short rows packed 16 a place) reading the plan's work list; DSV4_TOPK_ROUTE=device, or no plan, the
     # device routing's 64 places and no work list
     from harness import contract, inputs
