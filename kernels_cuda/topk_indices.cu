@@ -1256,10 +1256,13 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     }
     unsigned int cta_total;
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
-    unsigned int before = wide_scan(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= MAX_CHUNK keys
+    unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= MAX_CHUNK keys
+    // warp_sums is written again only by the heavy ties' column-order walk (its block scans); the
+    // ranked path never writes it, so it goes on without wide_scan's second barrier
+    if (!ranked) __syncthreads();
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
     if (from_hists) {
-        unsigned long long all = s.warp_before[lane];  // written before wide_scan's first barrier
+        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
         first_above = (int)(all & 0xffffffffull);
@@ -1316,9 +1319,13 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             if (!any_at_or_above(q, lo)) continue;
             place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside, candidate);
         }
-        __syncthreads();
+        // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
+        // every CTA has delivered its candidates, not once every CTA's table reads have returned.
+        // One CTA: the CTA barrier before the write-out orders the candidates too.
+        if (CLUSTER > 1) cluster_arrive();
+        __syncthreads();  // staging is complete
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
