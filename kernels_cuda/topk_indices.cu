@@ -972,7 +972,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
      : (smem) == 8 ? WIDE_KEPT_GROUPS_8 : WIDE_KEPT_GROUPS_16)
 
 // The kept bits of KEPT groups: the keys above the bucket at bits 4 i + j (group i, key j), those
-// inside it at KEPT_FIELD + 4 i + j; 32 bits up to 4 groups, 64 up to 8.
+// inside it at FIELD + 4 i + j; 32 bits up to 4 groups, 64 up to 8.
 template <bool WIDE>
 struct KeptMaskOf {
     typedef unsigned int type;
@@ -1248,7 +1248,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         for (int g = t; g < groups; g += TOPK_THREADS, ++i) {
             const uint4 q = groups4[g];
             if (!any_at_or_above(q, lo)) continue;
-            if (ranked && i < WIDE_KEPT_GROUPS(SMEM)) bits |= classify_bits4<typename K::Mask, K::FIELD>(q, lo, hi) << (4 * i);
+            if (ranked && i < WIDE_KEPT_GROUPS(SMEM))
+                bits |= classify_bits4<typename K::Mask, K::FIELD>(q, lo, hi) << (4 * i);
             else mine += classify4(q, lo, hi);
         }
         mine += (unsigned int)__popc((unsigned int)(bits & (((typename K::Mask)1u << K::FIELD) - 1u))) +

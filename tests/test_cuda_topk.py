@@ -224,6 +224,18 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
     assert ran >= 3
 
 
+def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
+    # the kept bits (WIDE_KEPT_GROUPS) cover a thread's whole share of the chunk at the bench shapes
+    # that run the 2-, 4- and 8-CTA kernels, in a mask of 32 bits (wide1) or 64 (the clusters)
+    for batch, columns in [(64, 262144), (64, 65536), (1, 65536), (64, 131072)]:
+        (kernel, grid, _, _, _), = T.launches(batch, columns, True, *H200)
+        cluster = grid[0]
+        assert kernel == f"dsv4_topk_indices_wide<{cluster}>" and cluster in (2, 4, 8)
+        groups = T.chunk_columns(columns, cluster) // 4  # 16-byte aligned rows (a shifted one has one more)
+        assert -(-groups // THREADS) <= T.WIDE_KEPT_GROUPS[cluster] and 2 * 4 * T.WIDE_KEPT_GROUPS[cluster] <= 64
+    assert 2 * 4 * T.WIDE_KEPT_GROUPS[1] <= 32 and T.WIDE_KEPT_GROUPS[T.CLUSTER16] == 0
+
+
 H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
 
 
@@ -411,3 +423,36 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
     assert torch.equal(planned, unplanned) and torch.equal(planned, device)
     expected = x.call(torch_topk, k=k)
     assert torch.equal(planned.sort(1).values, expected.sort(1).values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, columns, k", [(1, 65536, 512), (64, 65536, 512), (64, 65536, 2048), (64, 262144, 512),
+                                               (40, 70001, 1024)])
+def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+    # every slot, order included, as wide_model places it (the kept bits of wide<2>/<4>/<8>, and the
+    # later groups of 70001-column rows at 2 CTAs: chunks of 35004, threads with a 9th group, rows at
+    # every 16-byte phase); the page table is the identity, so the output is the raw column. Rows
+    # are checked where the threshold bin is small enough for the ranked path (random normal
+    # logits: nearly always).
+    import torch
+    device_index = torch.cuda.current_device()
+    sms, clusters = T._clusters(device_index, {})
+    (kernel, grid, *_), = T.launches(batch, columns, columns % 4 == 0, sms, clusters)
+    assert kernel.startswith("dsv4_topk_indices_wide")
+    generator = torch.Generator(device="cuda").manual_seed(columns + k)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    assert logits.data_ptr() % 16 == 0  # row b starts at phase b * columns % 4
+    seq_lens = torch.full((batch,), columns, dtype=torch.int32, device="cuda")
+    seq_lens[0] = columns - 5  # a row that ends mid-group
+    pages = -(-columns // 64)
+    page_table = torch.arange(pages, dtype=torch.int32, device="cuda").repeat(batch, 1)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
+    modelled = 0
+    for b in range(min(batch, 8)):
+        expected = wide_model(rows[b], lens[b], k, grid[0], b * columns % 4)
+        if expected is None:
+            continue
+        modelled += 1
+        assert np.array_equal(out[b], expected), (b, kernel)
+    assert modelled >= 1
