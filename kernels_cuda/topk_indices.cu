@@ -961,16 +961,41 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 // the exact radix over the bin's key range, cluster-wide, the runs exchanged at one more barrier,
 // then a column-order walk (threads own groups t + 1024 s; one block scan a step s).
 
-// A thread's groups whose keys' bits wide1's counting walk keeps for the placing walk (4 bits above,
-// 4 inside, a group: one register); chunks up to 4 x 4096 columns (wide1 at 16384) are all kept,
-// longer ones walk the rest as before. The cluster kernels walk as before: at 32 registers the kept
-// bits spilled wide<16> (16 bytes on sm_90a; 8 on sm_100 in its rank-0-alone rows).
-#define WIDE_BIT_GROUPS 4
+// A thread's first groups whose keys' bits the counting walk keeps for the placing walk, by kernel
+// (SMEM: its cluster size; WIDE_KEPT_GROUPS_<SMEM> from topk_indices.py): wide1 (two CTAs an SM at 32
+// registers) 4 groups in one register, chunks up to 16384 columns whole; the 2-, 4- and 8-CTA kernels
+// (one CTA an SM, up to 64 registers) 8 groups in two, chunks up to 32768 whole (64 x 262144 at 8
+// CTAs, 64 x 65536 at 2); wide<16> (32 registers) none: the kept bits spilled it. Longer chunks walk
+// their later groups as before.
+#define WIDE_KEPT_GROUPS(smem)                                                                   \
+    ((smem) == 1 ? WIDE_KEPT_GROUPS_1 : (smem) == 2 ? WIDE_KEPT_GROUPS_2 : (smem) == 4 ? WIDE_KEPT_GROUPS_4 \
+     : (smem) == 8 ? WIDE_KEPT_GROUPS_8 : WIDE_KEPT_GROUPS_16)
 
-// Four keys' bits: above the bucket [lo, hi] (key j > hi) at bit j, inside it at bit 16 + j, branch
+// The kept bits of KEPT groups: the keys above the bucket at bits 4 i + j (group i, key j), those
+// inside it at FIELD + 4 i + j; 32 bits up to 4 groups, 64 up to 8.
+template <bool WIDE>
+struct KeptMaskOf {
+    typedef unsigned int type;
+};
+template <>
+struct KeptMaskOf<true> {
+    typedef unsigned long long type;
+};
+template <int KEPT>
+struct Kept {
+    static_assert(KEPT >= 0 && KEPT <= 8, "two 32-bit fields at most");
+    static constexpr int FIELD = KEPT <= 4 ? 16 : 32;  // bits a kind
+    typedef typename KeptMaskOf<(KEPT > 4)>::type Mask;
+};
+
+__device__ __forceinline__ int lowest_bit(unsigned int m) { return __ffs(m) - 1; }
+__device__ __forceinline__ int lowest_bit(unsigned long long m) { return __ffsll(m) - 1; }
+
+// Four keys' bits: above the bucket [lo, hi] (key j > hi) at bit j, inside it at bit FIELD + j, branch
 // free. Key 0, the padding, is never inside: no real key is 0 (see sortable_key), so the bucket is
 // tested from max(lo, 1) and needs no test of its own.
-__device__ __forceinline__ unsigned int classify_bits4(uint4 q, unsigned int lo, unsigned int hi) {
+template <class Mask, int FIELD>
+__device__ __forceinline__ Mask classify_bits4(uint4 q, unsigned int lo, unsigned int hi) {
     const unsigned int from = max(lo, 1u);
     const unsigned int e[4] = {q.x, q.y, q.z, q.w};
     unsigned int above = 0u, at_or_above = 0u;
@@ -979,7 +1004,7 @@ __device__ __forceinline__ unsigned int classify_bits4(uint4 q, unsigned int lo,
         above |= (unsigned int)(e[j] > hi) << j;
         at_or_above |= (unsigned int)(e[j] >= from) << j;
     }
-    return above | (at_or_above & ~above) << 16;
+    return (Mask)above | (Mask)(at_or_above & ~above) << FIELD;
 }
 
 // four floats copied to shared memory -> their keys, in place, counted by coarse bin
@@ -1210,29 +1235,35 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
-    // Counting walk: this CTA's keys above the bucket and inside it. A thread's first WIDE_BIT_GROUPS
-    // groups keep their keys' bits (classify_bits4; group i at bits 4 i, inside 16 + 4 i), so the
+    // Counting walk: this CTA's keys above the bucket and inside it. A thread's first KEPT groups
+    // keep their keys' bits (classify_bits4; group i at bits 4 i, inside FIELD + 4 i), so the
     // placing walk visits the set bits only (about one key a thread) instead of re-reading and
-    // re-classifying every group with a qualifying key in the warp (nearly all of them: ~600
-    // qualifying keys in 16384 leave few warps' groups empty).
-    unsigned int bits = 0u, mine = 0u;
-    constexpr int bit_groups = SMEM == 1 ? WIDE_BIT_GROUPS : 0;  // wide1 only: see WIDE_BIT_GROUPS
+    // re-classifying every group with a qualifying key in the warp (at 16384 columns nearly all:
+    // ~600 qualifying keys leave few warps' groups empty; at 65536 about two thirds).
+    typedef Kept<WIDE_KEPT_GROUPS(SMEM)> K;
+    typename K::Mask bits = 0u;
+    unsigned int mine = 0u;
     {
         int i = 0;
         for (int g = t; g < groups; g += TOPK_THREADS, ++i) {
             const uint4 q = groups4[g];
             if (!any_at_or_above(q, lo)) continue;
-            if (ranked && i < bit_groups) bits |= classify_bits4(q, lo, hi) << (4 * i);
+            if (ranked && i < WIDE_KEPT_GROUPS(SMEM))
+                bits |= classify_bits4<typename K::Mask, K::FIELD>(q, lo, hi) << (4 * i);
             else mine += classify4(q, lo, hi);
         }
-        mine += (unsigned int)__popc(bits & 0xffffu) + ((unsigned int)__popc(bits >> 16) << 16);
+        mine += (unsigned int)__popc((unsigned int)(bits & (((typename K::Mask)1u << K::FIELD) - 1u))) +
+                ((unsigned int)__popc((unsigned int)(bits >> K::FIELD)) << 16);
     }
     unsigned int cta_total;
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
-    unsigned int before = wide_scan(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= MAX_CHUNK keys
+    unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);  // fields < 2^16: a chunk <= MAX_CHUNK keys
+    // warp_sums is written again only by the heavy ties' column-order walk (its block scans); the
+    // ranked path never writes it, so it goes on without wide_scan's second barrier
+    if (!ranked) __syncthreads();
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
     if (from_hists) {
-        unsigned long long all = s.warp_before[lane];  // written before wide_scan's first barrier
+        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
         first_above = (int)(all & 0xffffffffull);
@@ -1275,22 +1306,27 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
             else s.candidates[slot] = c;
         };
-        // The bit-kept groups: bit 4 i + j is word 4 (t + 1024 i) + j, so ascending bits are this
-        // thread's column order, as place4 over its groups in turn (each kind in its own slots).
-        for (unsigned int m = bits; m != 0u; m &= m - 1u) {  // above bits first, then inside
-            const int b = __ffs(m) - 1;
-            const int word = 4 * (t + TOPK_THREADS * ((b & 15) >> 2)) + (b & 3);
-            if (b < 16) staging[slot_above++] = column0 + word;
+        // The kept groups: bit 4 i + j of a kind is word 4 (t + 1024 i) + j, so ascending bits are
+        // this thread's column order, as place4 over its groups in turn (each kind in its own slots).
+        for (typename K::Mask m = bits; m != 0u; m &= m - 1u) {  // above bits first, then inside
+            const int b = lowest_bit(m);
+            const int of_kind = b & (K::FIELD - 1);  // 4 i + j
+            const int word = 4 * (t + TOPK_THREADS * (of_kind >> 2)) + (of_kind & 3);
+            if (b < K::FIELD) staging[slot_above++] = column0 + word;
             else candidate(slot_inside++, chunk_keys[word], column0 + word);
         }
-        for (int g = t + bit_groups * TOPK_THREADS; g < groups; g += TOPK_THREADS) {
+        for (int g = t + WIDE_KEPT_GROUPS(SMEM) * TOPK_THREADS; g < groups; g += TOPK_THREADS) {
             const uint4 q = groups4[g];
             if (!any_at_or_above(q, lo)) continue;
             place4(q, column0 + 4 * g, lo, hi, staging, slot_above, slot_inside, candidate);
         }
-        __syncthreads();
+        // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
+        // every CTA has delivered its candidates, not once every CTA's table reads have returned.
+        // One CTA: the CTA barrier before the write-out orders the candidates too.
+        if (CLUSTER > 1) cluster_arrive();
+        __syncthreads();  // staging is complete
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        wide_barrier<CLUSTER>();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);

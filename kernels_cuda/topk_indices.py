@@ -79,10 +79,15 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
 WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options (bits of their last argument)
+# Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
+# walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
+# 64: chunks of 32768 whole), 16 none (32 registers: the kept bits spilled it).
+WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 
 # topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "CLUSTER16": CLUSTER16,
+           **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",

@@ -113,10 +113,45 @@ def threshold(hist, need):
     return int(b[0]), int(above[b[0]]), int(hist[b[0]])
 
 
-def wide_model(row, n, k, cluster, phase):
+def kept_walk(words, lo, hi, kept):
+    """wide_select's placing walk over one CTA's chunk buffer `words` (ranked path), line for line:
+    thread t (threads in turn: the block scan's order) keeps its first `kept` groups' bits in its
+    counting walk (classify_bits4 shifted by 4 i: above at 4 i + j, inside at FIELD + 4 i + j, in a
+    32-bit mask up to 4 groups, 64-bit up to 8), places them in ascending bit order (bit 4 i + j of a
+    kind is word 4 (t + 1024 i) + j), then its later groups by place4. The words of each kind, above
+    and inside, in slot order."""
+    field, width = (16, 32) if kept <= 4 else (32, 64)
+    groups = len(words) >> 2
+    q = words.reshape(groups, 4).astype(np.int64)
+    above = q > hi
+    inside = (q >= max(lo, 1)) & ~above  # at_or_above & ~above
+    above_bits = (above << np.arange(4)).sum(1)
+    inside_bits = (inside << np.arange(4)).sum(1)
+    walks = ([], [])
+    for t in np.unique(np.nonzero(above_bits | inside_bits)[0] % THREADS).tolist():
+        bits = 0
+        for i, g in enumerate(range(t, groups, THREADS)):
+            if i < kept:
+                bits |= int(above_bits[g] | inside_bits[g] << field) << 4 * i
+        assert bits < 1 << width
+        while bits:
+            b = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            of_kind = b & (field - 1)
+            walks[b >= field].append(4 * (t + THREADS * (of_kind >> 2)) + (of_kind & 3))
+        for g in range(t + kept * THREADS, groups, THREADS):
+            for j in range(4):
+                if above[g, j] or inside[g, j]:
+                    walks[int(inside[g, j])].append(4 * g + j)
+    return walks
+
+
+def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
     """wide_select's ranked path for one row (seq_len n > k; the row's first column at 16-byte phase
-    `phase`), all CTAs of the cluster: the output slots' raw columns, or None where the threshold bin
-    holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+    `phase`), all CTAs of the cluster, in the kernel of `kernel_cluster` CTAs (default: cluster; a
+    solo row is cluster 1 in a cluster kernel): the output slots' raw columns, or None where the
+    threshold bin holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+    kept = T.WIDE_KEPT_GROUPS[cluster if kernel_cluster is None else kernel_cluster]
     keys = sortable_key(row[:n])
     chunk = (-(-n // cluster) + 3) & ~3
     ctas = []
@@ -142,53 +177,44 @@ def wide_model(row, n, k, cluster, phase):
         # ... equal the peers' own counting walks (the barrier exchange)
         walk = [(int((w > hi).sum()), int(((w != 0) & (w >= lo) & (w <= hi)).sum())) for _, w, _ in ctas[:rank]]
         assert (first_above, first_inside) == (sum(a for a, _ in walk), sum(i for _, i in walk))
-        # placing walk: thread t holds groups t, t + 1024, ...; slots in (thread, step, element) order
+        # the group walk: thread t holds groups t, t + 1024, ...; slots in (thread, step, element) order
         word = np.arange(len(words))
         group = word >> 2
         order = np.lexsort((word & 3, group // THREADS, group % THREADS))
-        if cluster == 1:  # wide1 places thread t's first 4 groups from their kept bits (bit 4 i + j is word
-            # 4 (t + 1024 i) + j; above bits, then inside bits), then its later groups: each kind in `order`'s order
-            kind = lambda w: 0 if w >= len(words) or words[w] == 0 or words[w] < lo else 1 + (int(words[w]) > hi)
-            walks = {1: [], 2: []}
-            for t in range(min(THREADS, len(words) >> 2)):
-                for b in range(32):
-                    w = 4 * (t + THREADS * ((b & 15) >> 2)) + (b & 3)
-                    if kind(w) == (2 if b < 16 else 1):
-                        walks[kind(w)].append(w)
-                for w in (4 * g + j for g in range(t + 4 * THREADS, len(words) >> 2, THREADS) for j in range(4)):
-                    if kind(w):
-                        walks[kind(w)].append(w)
-            assert walks == {c: [w for w in order if kind(w) == c] for c in (1, 2)}
-        slot_above, slot_inside = first_above, first_inside
-        for w in order:
-            key = int(words[w])
-            if key > hi:
-                assert out[slot_above] == -1
-                out[slot_above] = column0 + w
-                slot_above += 1
-            elif key != 0 and lo <= key <= hi:
-                assert slot_inside not in candidates
-                candidates[slot_inside] = (key, column0 + w)
-                slot_inside += 1
+        kind = lambda w: 0 if words[w] == 0 or words[w] < lo else 1 + (int(words[w]) > hi)  # 2: above, 1: inside
+        # the kernel's walk (the first `kept` groups of a thread from their kept bits) gives each kind
+        # the group walk's words in its order; its column is column0 + word in every rank
+        above_words, inside_words = kept_walk(words, lo, hi, kept)
+        assert above_words == [w for w in order if kind(w) == 2]
+        assert inside_words == [w for w in order if kind(w) == 1]
+        for slot, w in enumerate(above_words, first_above):
+            assert out[slot] == -1
+            out[slot] = column0 + w
+        for slot, w in enumerate(inside_words, first_inside):
+            assert slot not in candidates
+            candidates[slot] = (int(words[w]), column0 + w)
     assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
     for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
         out[k - remaining + rank_of] = column
     return out
 
 
-@pytest.mark.parametrize("cluster", [1, 2, 8, 16])
+@pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (1, 8)],
+                         ids=["wide1", "wide2", "wide4", "wide8", "wide16", "solo-in-wide8"])
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
-def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, data):
-    rng = np.random.default_rng(cluster * 10 + len(data))
+def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, kernel_cluster, data):
+    rng = np.random.default_rng(cluster * 10 + kernel_cluster + len(data))
     ran = 0
-    for n, k, phase in [(5000, 512, 0), (20011, 512, 3), (33000, 2048, 1), (4100, 1024, 2), (9000, 7, 0)]:
+    # 70001 at 2 CTAs: chunks of 35004 columns, past the 8 kept groups of threads 0..558
+    rows = [(5000, 512, 0), (20011, 512, 3), (33000, 2048, 1), (4100, 1024, 2), (9000, 7, 0), (70001, 512, 1)]
+    for n, k, phase in rows:
         row = rng.standard_normal(n).astype(np.float32)
         if data == "ties":  # values repeat, a few at the cut
             row = np.round(row * 40) / 40
         if data == "inf":
             row[rng.choice(n, 5, replace=False)] = np.inf
             row[rng.choice(n, 50, replace=False)] = -np.inf
-        out = wide_model(row, n, k, cluster, phase)
+        out = wide_model(row, n, k, cluster, phase, kernel_cluster)
         if out is None:
             continue
         ran += 1
@@ -196,6 +222,18 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
         best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
         assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
     assert ran >= 3
+
+
+def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
+    # the kept bits (WIDE_KEPT_GROUPS) cover a thread's whole share of the chunk at the bench shapes
+    # that run the 2-, 4- and 8-CTA kernels, in a mask of 32 bits (wide1) or 64 (the clusters)
+    for batch, columns in [(64, 262144), (64, 65536), (1, 65536), (64, 131072)]:
+        (kernel, grid, _, _, _), = T.launches(batch, columns, True, *H200)
+        cluster = grid[0]
+        assert kernel == f"dsv4_topk_indices_wide<{cluster}>" and cluster in (2, 4, 8)
+        groups = T.chunk_columns(columns, cluster) // 4  # 16-byte aligned rows (a shifted one has one more)
+        assert -(-groups // THREADS) <= T.WIDE_KEPT_GROUPS[cluster] and 2 * 4 * T.WIDE_KEPT_GROUPS[cluster] <= 64
+    assert 2 * 4 * T.WIDE_KEPT_GROUPS[1] <= 32 and T.WIDE_KEPT_GROUPS[T.CLUSTER16] == 0
 
 
 H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
@@ -385,3 +423,36 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
     assert torch.equal(planned, unplanned) and torch.equal(planned, device)
     expected = x.call(torch_topk, k=k)
     assert torch.equal(planned.sort(1).values, expected.sort(1).values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, columns, k", [(1, 65536, 512), (64, 65536, 512), (64, 65536, 2048), (64, 262144, 512),
+                                               (40, 70001, 1024)])
+def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+    # every slot, order included, as wide_model places it (the kept bits of wide<2>/<4>/<8>, and the
+    # later groups of 70001-column rows at 2 CTAs: chunks of 35004, threads with a 9th group, rows at
+    # every 16-byte phase); the page table is the identity, so the output is the raw column. Rows
+    # are checked where the threshold bin is small enough for the ranked path (random normal
+    # logits: nearly always).
+    import torch
+    device_index = torch.cuda.current_device()
+    sms, clusters = T._clusters(device_index, {})
+    (kernel, grid, *_), = T.launches(batch, columns, columns % 4 == 0, sms, clusters)
+    assert kernel.startswith("dsv4_topk_indices_wide")
+    generator = torch.Generator(device="cuda").manual_seed(columns + k)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    assert logits.data_ptr() % 16 == 0  # row b starts at phase b * columns % 4
+    seq_lens = torch.full((batch,), columns, dtype=torch.int32, device="cuda")
+    seq_lens[0] = columns - 5  # a row that ends mid-group
+    pages = -(-columns // 64)
+    page_table = torch.arange(pages, dtype=torch.int32, device="cuda").repeat(batch, 1)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
+    modelled = 0
+    for b in range(min(batch, 8)):
+        expected = wide_model(rows[b], lens[b], k, grid[0], b * columns % 4)
+        if expected is None:
+            continue
+        modelled += 1
+        assert np.array_equal(out[b], expected), (b, kernel)
+    assert modelled >= 1
