@@ -41,8 +41,9 @@ NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER
 
 def wide_static_shared(cluster):
     """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and, from 4 CTAs, a
-    slice of 16 KB / cluster (tests/test_cuda_topk.py checks it against the compiled kernels)."""
-    return 34208 + (16384 // cluster if cluster > 2 else 16)
+    slice of 16 KB / cluster (16 KB / 4 at 8: its rows may take 4 of its CTAs, WIDE_GROUPS)
+    (tests/test_cuda_topk.py checks it against the compiled kernels)."""
+    return 34208 + (16384 // (4 if cluster == 8 else cluster) if cluster > 2 else 16)
 
 
 # The wide kernels' chunk that fits twice an SM at 16 CTAs: 2 x (4 x (chunk + 4) + the static shared
@@ -78,7 +79,7 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
-WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options (bits of their last argument)
+WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS = 1, 2, 4  # the wide kernels' options (bits of their last argument)
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole), 16 none (32 registers: the kept bits spilled it).
@@ -86,7 +87,7 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 
 # topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
-           "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "CLUSTER16": CLUSTER16,
+           "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "CLUSTER16": CLUSTER16,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
 # the kernels' parameters, checked by the loader's launch()
@@ -177,14 +178,34 @@ _attributes_set = set()  # kernel pointers _two_per_sm has set up
 _no_cluster16 = set()  # devices whose driver refused a 16-CTA cluster launch: 8 CTAs there from then on
 
 
+def row_ctas(n, cluster, up_to):
+    """CTAs of a row of seq_len n past `up_to` in a WIDE_GROUPS launch of `cluster` CTAs (row_ctas in
+    topk_indices.cu): the fewest, a power of two from 2 up to cluster, whose chunks are <= up_to."""
+    c = 2
+    while c < cluster and chunk_columns(n, c) > up_to:
+        c *= 2
+    return c
+
+
+def groups_up_to(batch, columns, cluster, sms, clusters):
+    """The longest chunk a WIDE_GROUPS launch gives a row's CTA (its solo bound too): MAX_CHUNK where the
+    grid is more than a wave and its cluster size the fewest whose chunks fit (as few CTAs a row as the
+    chunk buffer allows, so more rows run at once), else the launch's own chunk (a grid of one wave, or
+    rows split further for latency, keep chunks no longer than the widest row's: 1 x 65536 stays on 8
+    CTAs of 8192)."""
+    fewest = next(c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK)
+    return MAX_CHUNK if cluster == fewest and batch * cluster > sms else chunk_columns(columns, cluster)
+
+
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
-             direct_sum=False):
+             direct_sum=False, groups=False):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
     kernels, () for v2. aligned: rows start 16-byte aligned; sms, clusters: as _device; choice,
-    many_rows, solo, fold, direct_sum: the DSV4_TOPK_KERNEL, DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO
-    (columns; 0 = off), DSV4_TOPK_FOLD and DSV4_TOPK_SUM settings."""
+    many_rows, solo, fold, direct_sum, groups: the DSV4_TOPK_KERNEL, DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO
+    (columns; 0 = off), DSV4_TOPK_FOLD, DSV4_TOPK_SUM and DSV4_TOPK_GROUPS settings (groups: rows sized
+    by their length in the 2- to 8-CTA kernels, WIDE_GROUPS; needs solo rows on)."""
     narrow = columns <= FAST_COLUMNS
     if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
                                                                         many_rows):
@@ -218,6 +239,12 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     # runs from the peers' histograms up to 8 CTAs; at 16 (rank 15 would read up to 15 peers' bins past
     # the threshold, ~57 KB over the SM-to-SM network) the counts are exchanged at a cluster barrier
     options = WIDE_FOLD * (fold and cluster <= CLUSTERS[-1]) | WIDE_DIRECT_SUM * direct_sum
+    if groups and solo_up_to > 0 and cluster <= CLUSTERS[-1]:
+        # rows up to groups_up_to alone, longer ones on the fewest CTAs whose chunks fit that bound; the
+        # chunk buffer holds the longest (a chunk of the widest row, or the bound)
+        solo_up_to = groups_up_to(batch, columns, cluster, sms, clusters)
+        shared = 4 * (max(chunk, solo_up_to) + 4)
+        options |= WIDE_GROUPS
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms
@@ -231,23 +258,31 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
 # alone (64 rows mixed to 262144: 64 places of 8 CTAs). The plan packs those rows one a CTA (8 to a
 # place: 35 places), keeps each long row's cluster as it was, and orders the places longest first
 # (docs/perf-notes.md, "Seventh session: top-k rows of mixed lengths"): the same kernel, cluster
-# size and per-row code, so the same bits. DSV4_TOPK_ROUTE=device (read at each call) ignores a
-# plan's work list: the A/B switch.
+# size and per-row code, so the same bits. With DSV4_TOPK_GROUPS=1 a long row takes row_ctas CTAs
+# (2, 4 or 8 by its length, as the device routing gives it), and rows of the same count share a
+# place (docs/topk-s9b.md). DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list:
+# the A/B switch.
 
 
-def work_list(lens, cluster, solo_up_to, k):
-    """The plan's [places, cluster] rows (-1: none): each row longer than max(solo_up_to, k) fills a
-    place of its own (every entry its row), the others are packed `cluster` a place, longest first;
-    places in decreasing order of the columns one of their CTAs holds (a long row's chunk, a pack's
-    longest row; ties by first row), so the longest finish under the rest (longest processing time
-    first; every place pays the same fixed chain)."""
+def work_list(lens, cluster, solo_up_to, k, groups=False):
+    """The plan's [places, cluster] rows (-1: none). A row takes c CTAs: 1 up to max(solo_up_to, k),
+    else the cluster (row_ctas with `groups`); rows of the same c are packed cluster / c a place, c
+    consecutive entries each (a long row at 8 of 8 fills its place), longest first; places in
+    decreasing order of the columns one of their CTAs holds (a row's chunk at its c, a solo row's
+    length, 0 for a copy; ties by first row), so the longest finish under the rest (longest
+    processing time first; every place pays the same fixed chain)."""
     alone = max(solo_up_to, k)
     lens = [int(n) for n in lens]
-    places = [(chunk_columns(n, cluster), [b] * cluster) for b, n in enumerate(lens) if n > alone]
-    short = sorted((b for b, n in enumerate(lens) if n <= alone), key=lambda b: (-lens[b], b))
-    for i in range(0, len(short), cluster):
-        pack = short[i:i + cluster]
-        places.append((lens[pack[0]] if lens[pack[0]] > k else 0, pack + [-1] * (cluster - len(pack))))
+    by_ctas = {}  # c -> [(columns a CTA holds, row)]
+    for b, n in enumerate(lens):
+        c = 1 if n <= alone else row_ctas(n, cluster, solo_up_to) if groups else cluster
+        by_ctas.setdefault(c, []).append((chunk_columns(n, c) if c > 1 else n if n > k else 0, b))
+    places = []
+    for c, rows in by_ctas.items():
+        rows.sort(key=lambda r: (-r[0], -lens[r[1]], r[1]))
+        for i in range(0, len(rows), cluster // c):
+            pack = [b for _, b in rows[i:i + cluster // c] for _ in range(c)]
+            places.append((rows[i][0], pack + [-1] * (cluster - len(pack))))
     places.sort(key=lambda p: (-p[0], min(b for b in p[1] if b >= 0)))
     return [rows for _, rows in places]
 
@@ -266,22 +301,25 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     many_rows=env.get("DSV4_TOPK_MANY_ROWS", "wide"),
                     solo=int(env.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
                     fold=env.get("DSV4_TOPK_FOLD", "1") != "0",
-                    direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct")
+                    direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
+                    groups=env.get("DSV4_TOPK_GROUPS", "0") == "1")
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):
     """The cluster launch that a call on rows of these lengths makes when its logits are as wide as
-    the longest row, and its work list: ((cluster, solo_up_to), rows), or None where that call is no
-    single cluster launch (narrow rows, split, the older kernels: nothing to pack)."""
+    the longest row, and its work list: ((cluster, solo_up_to, groups), rows), or None where that call is
+    no single cluster launch (narrow rows, split, the older kernels: nothing to pack); groups: the
+    launch sizes rows by their length (WIDE_GROUPS)."""
     if not len(lens):
         return None
     runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
     if len(runs) != 1 or not runs[0][0].startswith("dsv4_topk_indices_wide<"):
         return None
-    _, (cluster, _), _, _, (skip_up_to, solo_up_to, _, _) = runs[0]
+    _, (cluster, _), _, _, (skip_up_to, solo_up_to, options, _) = runs[0]
     if skip_up_to != -1:
         return None
-    return (cluster, solo_up_to), work_list(lens, cluster, solo_up_to, k)
+    groups = bool(options & WIDE_GROUPS)
+    return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups)
 
 
 def _metadata(seq_lens, page_table, k, page_size):
@@ -302,12 +340,12 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     route = plan_route(lens, k, *_clusters(device_index, os.environ)) if device_index is not None else None
     if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
         # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
-        (cluster, solo_up_to), rows = route
+        rows = route[1]
         work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
                             dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
         if plan.device.type == "cuda":
             work = work.pin_memory().to(plan.device, non_blocking=True)
-        plan.data.update(launch=(cluster, solo_up_to), places=len(rows), work=work)
+        plan.data.update(launch=route[0], places=len(rows), work=work)
     else:
         plan.data.update(launch=None)
     return plan
@@ -358,7 +396,8 @@ def _planned(runs, plan, sms, device, route):
     if plan["work"].device != device:
         return runs
     kernel, (cluster, _), shared, _, extra = runs[0]
-    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (cluster, extra[1]) != plan["launch"]:
+    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (
+            (cluster, extra[1], bool(extra[2] & WIDE_GROUPS)) != plan["launch"]):
         return runs
     places = plan["places"]
     pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())

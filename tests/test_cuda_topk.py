@@ -199,8 +199,9 @@ def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
     return out
 
 
-@pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (1, 8)],
-                         ids=["wide1", "wide2", "wide4", "wide8", "wide16", "solo-in-wide8"])
+@pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (1, 8), (2, 8), (4, 8)],
+                         ids=["wide1", "wide2", "wide4", "wide8", "wide16", "solo-in-wide8", "2-in-wide8",
+                              "4-in-wide8"])
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
 def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, kernel_cluster, data):
     rng = np.random.default_rng(cluster * 10 + kernel_cluster + len(data))
@@ -334,10 +335,13 @@ def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
 MIXED = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]  # harness/cases.py's b64-mixed-to-262144
 
 
-def rows_written(lens, k, cluster, solo_up_to, work=None):
-    """topk_row_wide's decisions over a whole grid: row -> [(path, rank)] for every CTA that writes it
-    (cluster y, rank r takes work[y][r], or row y without a work list; rank 0 alone copies or selects
-    a short row without one, its own CTA with one)."""
+def rows_written(lens, k, cluster, solo_up_to, work=None, groups=False):
+    """topk_row_wide's decisions over a whole grid: row -> [(path, CTAs on the row, rank in the row)] for
+    every CTA that writes it (cluster y, rank r takes work[y][r], or row y without a work list; rank 0
+    alone copies or selects a short row without one, its own CTA with one). groups (WIDE_GROUPS): a
+    long row takes row_ctas CTAs, ranks 0 .. c - 1 without a work list (the rest exit), with one the
+    rank in the row is rank % c, and the c CTAs of the row must be ranks base .. base + c - 1 with
+    base a multiple of c (the kernel's assumption, asserted here)."""
     places = work if work is not None else [[b] * cluster for b in range(len(lens))]
     written = {}
     for rows in places:
@@ -348,15 +352,23 @@ def rows_written(lens, k, cluster, solo_up_to, work=None):
             owner = work is not None or rank == 0
             n = lens[b]
             path = "copy" if n <= k else "solo" if n <= solo_up_to else "cluster"
-            if path == "cluster" or owner:
-                written.setdefault(b, []).append((path, rank if path == "cluster" else 0))
+            if path != "cluster":
+                if owner:
+                    written.setdefault(b, []).append((path, 1, 0))
+                continue
+            c = T.row_ctas(n, cluster, solo_up_to) if groups and 4 <= cluster <= 8 else cluster
+            if work is None and rank >= c:
+                continue
+            base = rank - rank % c
+            assert rows[base:base + c] == [b] * c, (rows, b, c)  # the row's CTAs, aligned
+            written.setdefault(b, []).append((path, c, rank % c))
     return written
 
 
 @pytest.mark.parametrize("k", [512, 1024, 2048])
 def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_the_device_routing(k):
-    (cluster, solo_up_to), work = T.plan_route(MIXED, k, *H200_16)
-    assert (cluster, solo_up_to) == (16, 16384)
+    (cluster, solo_up_to, groups), work = T.plan_route(MIXED, k, *H200_16)
+    assert (cluster, solo_up_to, groups) == (16, 16384, False)
     device = rows_written(MIXED, k, cluster, solo_up_to)
     planned = rows_written(MIXED, k, cluster, solo_up_to, work)
     # every row written by the same path: a short row by one CTA, as rank 0 (the code's rank argument),
@@ -380,13 +392,16 @@ def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_
 @pytest.mark.parametrize("lens", [[0, 1, 511, 512, 513, 16384, 16385, 262144], [300] * 40 + [70000], [262144] * 20,
                                   [5] * 17])
 def test_a_topk_plan_covers_every_row_once_whatever_the_lengths(lens):
-    route = T.plan_route(lens, 512, *H200_16)
-    if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
-        assert route is None
-        return
-    (cluster, solo_up_to), work = route
-    assert rows_written(lens, 512, cluster, solo_up_to, work) == rows_written(lens, 512, cluster, solo_up_to)
-    assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
+    for env, clusters in [({}, H200_16), ({"DSV4_TOPK_GROUPS": "1"}, H200)]:
+        route = T.plan_route(lens, 512, *clusters, env=env)
+        if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
+            assert route is None
+            continue
+        (cluster, solo_up_to, groups), work = route
+        assert groups == ("DSV4_TOPK_GROUPS" in env)
+        assert (rows_written(lens, 512, cluster, solo_up_to, work, groups)
+                == rows_written(lens, 512, cluster, solo_up_to, groups=groups))
+        assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
 
 
 def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
@@ -394,16 +409,66 @@ def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
     assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
     assert T.plan_route([], 512, *H200_16) is None
     # without 16-CTA clusters (the default, _clusters) the plan is for 8, the call's cluster size then
-    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200)
+    (cluster, solo_up_to, _), work = T.plan_route(MIXED, 512, *H200)
     assert cluster == 8 and solo_up_to == min(T.SOLO_COLUMNS, T.chunk_columns(262144, 8))
     # solo rows off: every row > k its own place, the copies packed
-    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
+    (cluster, solo_up_to, _), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
     assert solo_up_to == -1 and len(work) == 63 + 1  # every row > k its own place, row 0 (512 = k) a pack
 
 
+def test_rows_sized_by_length_leave_uniform_batches_as_they_were_and_fit_one_cta_an_sm():
+    # DSV4_TOPK_GROUPS (WIDE_GROUPS): a row of the launch's widest length keeps the launch's cluster, so
+    # uniform batches split as before; the bound is MAX_CHUNK where the grid is more than a wave of
+    # the fewest CTAs a row that fit, else the launch's chunk (1 x 65536 stays on 8 CTAs of 8192)
+    max_shared = 227 * 1024  # the opt-in limit of a CTA on sm_90
+    for batch, columns, up_to in [(64, 262144, T.MAX_CHUNK), (64, 65536, 32768), (1, 65536, 8192),
+                                  (64, 131072, T.MAX_CHUNK), (8, 262144, 32768)]:
+        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, groups=True)
+        (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200)
+        cluster = grid[0]
+        assert (kernel, grid, pdl) == (kernel0, grid0, pdl0) and cluster in (2, 4, 8)
+        assert extra == (-1, up_to, extra0[2] | T.WIDE_GROUPS, None)
+        assert T.row_ctas(columns, cluster, up_to) == cluster  # the widest rows: the same chunks
+        assert shared == 4 * (max(T.chunk_columns(columns, cluster), up_to) + 4) >= shared0
+        assert shared + T.wide_static_shared(cluster) <= max_shared
+    # 16-CTA clusters and the split path keep their routing
+    assert not T.launches(64, 262144, True, *H200_16, groups=True)[0][4][2] & T.WIDE_GROUPS
+    assert T.launches(64, 262144, True, *H200, choice="split", groups=True)[1][4] == (T.FAST_COLUMNS, -1, 1, None)
+
+
+def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
+    # the mixed bench batch at 8 CTAs, bound 40960: 17K and 34K rows alone, 66K on 2, 132K on 4, 262144 on 8
+    (kernel, grid, shared, _, (_, up_to, options, _)), = T.launches(64, 262144, True, *H200, groups=True)
+    assert up_to == 40960 and options & T.WIDE_GROUPS
+    ctas = {n: 1 if n <= up_to else T.row_ctas(n, 8, up_to) for n in MIXED if n > 512}
+    assert {n for n, c in ctas.items() if c == 1} == {n for n in MIXED if 512 < n <= 34840}
+    assert {c for n, c in ctas.items() if 65795 <= n <= 67645} == {2}
+    assert {c for n, c in ctas.items() if 131368 <= n <= 133218} == {4}
+    assert ctas[262144] == 8
+    for n, c in ctas.items():  # the fewest: one step fewer would not fit
+        assert T.chunk_columns(n, c) <= up_to and (c <= 2 or T.chunk_columns(n, c // 2) > up_to)
+    assert T.row_ctas(10 ** 6, 8, up_to) == 8  # never past the cluster
+
+
+@pytest.mark.parametrize("k", [512, 1024])
+def test_the_topk_plan_packs_rows_of_the_same_cta_count_and_writes_each_row_as_the_device_routing(k):
+    (cluster, up_to, groups), work = T.plan_route(MIXED, k, *H200, env={"DSV4_TOPK_GROUPS": "1"})
+    assert (cluster, up_to, groups) == (8, 40960, True)
+    planned = rows_written(MIXED, k, cluster, up_to, work, groups)  # asserts every row's CTAs aligned
+    assert planned == rows_written(MIXED, k, cluster, up_to, groups=groups) and sorted(planned) == list(range(64))
+    ctas = [{len(planned[b]) if planned[b][0][0] == "cluster" else 1 for b in rows if b >= 0} for rows in work]
+    assert all(len(c) == 1 for c in ctas)  # one CTA count a place
+    # 6 rows on 8, 6 on 4 (two a place), 6 on 2 (four a place), 46 alone or copies (eight a place)
+    assert sorted(c for (c,) in ctas) == [1] * 6 + [2] * 2 + [4] * 3 + [8] * 6 and len(work) == 17
+    cost = [T.chunk_columns(MIXED[r[0]], c) if c > 1 else MIXED[r[0]] for r, (c,) in zip(work, ctas)]
+    assert cost == sorted(cost, reverse=True)  # longest first
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("groups", ["0", "1"])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k):
+def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k, groups):
+    monkeypatch.setenv("DSV4_TOPK_GROUPS", groups)  # rows sized by their length (1) or not
     # on the GPU (no check case has rows to pack): the mixed bench batch and the path boundaries, with
     # the plan's work list, with DSV4_TOPK_ROUTE=device and without a plan: the same bits, and the k
     # largest of each row (as the torch backend's set; random normal logits, no ties at the cut)
@@ -428,7 +493,7 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, columns, k", [(1, 65536, 512), (64, 65536, 512), (64, 65536, 2048), (64, 262144, 512),
                                                (40, 70001, 1024)])
-def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(monkeypatch, batch, columns, k):
     # every slot, order included, as wide_model places it (the kept bits of wide<2>/<4>/<8>, and the
     # later groups of 70001-column rows at 2 CTAs: chunks of 35004, threads with a 9th group, rows at
     # every 16-byte phase); the page table is the identity, so the output is the raw column. Rows
@@ -439,6 +504,7 @@ def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
     sms, clusters = T._clusters(device_index, {})
     (kernel, grid, *_), = T.launches(batch, columns, columns % 4 == 0, sms, clusters)
     assert kernel.startswith("dsv4_topk_indices_wide")
+    monkeypatch.delenv("DSV4_TOPK_GROUPS", raising=False)
     generator = torch.Generator(device="cuda").manual_seed(columns + k)
     logits = torch.randn(batch, columns, generator=generator, device="cuda")
     assert logits.data_ptr() % 16 == 0  # row b starts at phase b * columns % 4
@@ -456,3 +522,36 @@ def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
         modelled += 1
         assert np.array_equal(out[b], expected), (b, kernel)
     assert modelled >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("planned", [False, True])
+def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypatch, planned):
+    # DSV4_TOPK_GROUPS=1 on the mixed bench lengths (and a few more): every row's slots, order
+    # included, as wide_model places it on row_ctas CTAs of the 8-CTA kernel (a row on 2 or 4 CTAs
+    # at ranks base .. base + c - 1 of a cluster, with the plan beside other rows); identity page table
+    import torch
+    monkeypatch.setenv("DSV4_TOPK_GROUPS", "1")
+    lens = MIXED + [40960, 40961, 81920, 81921, 163840, 163841, 262143]
+    columns, k = 262144, 512
+    sms, clusters = T._clusters(torch.cuda.current_device(), {})
+    (kernel, grid, _, _, (_, up_to, options, _)), = T.launches(len(lens), columns, True, sms, clusters, groups=True)
+    assert kernel == "dsv4_topk_indices_wide<8>" and options & T.WIDE_GROUPS
+    generator = torch.Generator(device="cuda").manual_seed(9)
+    logits = torch.randn(len(lens), columns, generator=generator, device="cuda")
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    page_table = torch.arange(columns // 64, dtype=torch.int32, device="cuda").repeat(len(lens), 1)
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64) if planned else None
+    assert not planned or plan["launch"] == (8, up_to, True)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64, plan=plan).cpu().numpy()
+    rows = logits.cpu().numpy()
+    modelled = set()
+    for b, n in enumerate(lens):
+        if n <= k:
+            continue
+        c = 1 if n <= up_to else T.row_ctas(n, 8, up_to)
+        expected = wide_model(rows[b], n, k, c, b * columns % 4, 8)
+        if expected is not None:
+            modelled.add(c)
+            assert np.array_equal(out[b], expected), (b, n, c)
+    assert modelled == {1, 2, 4, 8}
