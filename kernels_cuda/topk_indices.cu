@@ -19,7 +19,7 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS and CLUSTER16 (the non-portable cluster) come from topk_indices.py's
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH and CLUSTER16 (the non-portable cluster) come from topk_indices.py's
 // DEFINES (-D options, their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
@@ -819,6 +819,16 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
+// Columns [0, count) of `src` pulled into L2, one 128-byte line a thread (no register, no wait): the
+// wide kernels' WIDE_PREFETCH. Only lines holding one of those columns are touched.
+__device__ __forceinline__ void prefetch_columns(const float* src, int count) {
+    if (count <= 0) return;
+    const unsigned long long first = reinterpret_cast<unsigned long long>(src) & ~127ull;
+    const unsigned long long last = reinterpret_cast<unsigned long long>(src + count - 1);
+    for (unsigned long long line = first + 128ull * threadIdx.x; line <= last; line += 128ull * TOPK_THREADS)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(max(line, reinterpret_cast<unsigned long long>(src))));
+}
+
 template <int VECS>
 __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
@@ -1039,10 +1049,12 @@ __device__ __forceinline__ void wide_barrier() {
 }
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
-static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
-              && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0
-              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS) == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS,
-              "three distinct bits");
+static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0
+              && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0 && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0
+              && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0 && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH)
+                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH
+              && WIDE_PREFETCH < (1 << 16), "four distinct bits below the prefetch distance (options >> 16)");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
@@ -1126,12 +1138,13 @@ struct __align__(16) WideShared {
 };
 
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
-// the kernel's WideShared (and its cluster size, >= CLUSTER).
+// the kernel's WideShared (and its cluster size, >= CLUSTER). Once the chunk is in shared memory,
+// columns [next, next + next_count) of a later row are pulled into L2 (WIDE_PREFETCH; none by default).
 template <int CLUSTER, int SMEM>
-__device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int base,
-                                            int* __restrict__ out_row,
+__device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
                                             const int* __restrict__ table_row, int k, int page_size, int options,
-                                            WideShared<SMEM>& s) {
+                                            WideShared<SMEM>& s, int base = 0, const float* next = nullptr,
+                                            int next_count = 0) {
     const bool fold = options & WIDE_FOLD, direct = options & WIDE_DIRECT_SUM;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -1176,6 +1189,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
         cp_async_wait<0>();
         for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        prefetch_columns(next, next_count);  // HBM is idle from here to this CTA's exit
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
@@ -1405,11 +1419,30 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    const bool planned = CLUSTER > 1 && work != nullptr;
+    // WIDE_PREFETCH (cluster kernels without a work list; DSV4_TOPK_PREFETCH=1): this CTA's chunk of
+    // row y as if its seq_len were `columns` goes to L2 now, on its way while seq_len is read (and
+    // while the kernel before finishes: a prefetch has no result to be stale, and L2 is where the
+    // writes of that kernel land), and the same chunk of row y + ahead (options >> 16: the clusters
+    // resident at once, so the row that will take this SM's place) once this CTA's own chunk is in
+    // shared memory. Lines past a shorter row's seq_len are fetched for nothing, never read.
+    const float* next = nullptr;
+    int next_count = 0;
+    if (CLUSTER > 1 && !planned && (options & WIDE_PREFETCH)) {
+        const long long full = ((columns + CLUSTER - 1) / CLUSTER + 3) & ~3ll;
+        const long long begin = min(columns, rank * full);
+        const int m = (int)(min(columns, begin + full) - begin);
+        prefetch_columns(logits + (long long)blockIdx.y * columns + begin, m);
+        const long long later = (long long)blockIdx.y + (options >> 16);
+        if (later < gridDim.y) {
+            next = logits + later * columns + begin;
+            next_count = m;
+        }
+    }
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
     // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
     // its SMs for itself.
     pdl_wait();
-    const bool planned = CLUSTER > 1 && work != nullptr;
     // (row, seq_len) pairs: one 8-byte load, not a load of the row and then one of its seq_len
     const int2 entry = planned ? reinterpret_cast<const int2*>(work)[blockIdx.y * CLUSTER + rank]
                                : make_int2((int)blockIdx.y, 0);
@@ -1427,7 +1460,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     }
     const float* row = logits + (long long)b * columns;
     if (CLUSTER > 1 && n <= solo_up_to) {
-        if (owner) wide_select<1, CLUSTER>(row, n, 0, 0, out_row, table_row, k, page_size, 0, s);
+        if (owner) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
     if constexpr (CLUSTER >= 4 && CLUSTER <= 8) {  // wide<2>'s rows take 2 CTAs whatever the option
@@ -1436,18 +1469,18 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
             if (!planned && rank >= c) return;                // before any barrier
             const int in_row = rank & (c - 1), base = rank - in_row;
             if (c == 2) {
-                wide_select<2, CLUSTER>(row, n, in_row, base, out_row, table_row, k, page_size, options, s);
+                wide_select<2, CLUSTER>(row, n, in_row, out_row, table_row, k, page_size, options, s, base);
                 return;
             }
             if constexpr (CLUSTER == 8) {
                 if (c == 4) {
-                    wide_select<4, CLUSTER>(row, n, in_row, base, out_row, table_row, k, page_size, options, s);
+                    wide_select<4, CLUSTER>(row, n, in_row, out_row, table_row, k, page_size, options, s, base);
                     return;
                 }
             }
         }
     }
-    wide_select<CLUSTER, CLUSTER>(row, n, rank, 0, out_row, table_row, k, page_size, options, s);
+    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s, 0, next, next_count);
 }
 
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts

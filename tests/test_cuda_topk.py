@@ -436,6 +436,18 @@ def test_rows_sized_by_length_leave_uniform_batches_as_they_were_and_fit_one_cta
     assert T.launches(64, 262144, True, *H200, choice="split", groups=True)[1][4] == (T.FAST_COLUMNS, -1, 1, None)
 
 
+def test_the_prefetch_option_carries_a_wave_of_clusters_as_its_distance():
+    # DSV4_TOPK_PREFETCH (WIDE_PREFETCH): cluster launches only, the distance sms // cluster in bits 16..30
+    for batch, columns in [(64, 262144), (1, 65536), (64, 65536), (64, 131072)]:
+        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, prefetch=True)
+        (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200)
+        assert (kernel, grid, shared, pdl, extra[:2], extra[3:]) == (kernel0, grid0, shared0, pdl0, extra0[:2],
+                                                                      extra0[3:])
+        assert extra[2] == extra0[2] | T.WIDE_PREFETCH | (132 // grid[0]) << 16 and extra[2] < 1 << 31
+    (kernel, _, _, _, extra), = T.launches(256, 16384, True, *H200, prefetch=True)
+    assert kernel == "dsv4_topk_indices_wide1" and not extra[2] & T.WIDE_PREFETCH  # one CTA a row: nothing
+
+
 def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
     # the mixed bench batch at 8 CTAs, bound 40960: 17K and 34K rows alone, 66K on 2, 132K on 4, 262144 on 8
     (kernel, grid, shared, _, (_, up_to, options, _)), = T.launches(64, 262144, True, *H200, groups=True)
@@ -555,3 +567,18 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
             modelled.add(c)
             assert np.array_equal(out[b], expected), (b, n, c)
     assert modelled == {1, 2, 4, 8}
+
+
+@pytest.mark.gpu
+def test_the_prefetch_leaves_every_output_bit_as_it_was(monkeypatch):
+    # WIDE_PREFETCH only pulls lines into L2: the same bits as without it, on the bench shapes it is for
+    # and on a mixed batch (whose shorter rows get lines they never read)
+    import torch
+
+    from harness import inputs
+    for lens, columns in [([65536], 65536), ([262144] * 20, 262144), (MIXED, 262144)]:
+        x = inputs.topk_inputs(seq_lens=lens, columns=columns, k=512, page_size=64, seed=len(lens), device="cuda")
+        monkeypatch.setenv("DSV4_TOPK_PREFETCH", "0")
+        before = x.call(T.topk_indices, k=512)
+        monkeypatch.setenv("DSV4_TOPK_PREFETCH", "1")
+        assert torch.equal(x.call(T.topk_indices, k=512), before)
