@@ -819,14 +819,21 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
-// Columns [0, count) of `src` pulled into L2, one 128-byte line a thread (no register, no wait): the
-// wide kernels' WIDE_PREFETCH. Only lines holding one of those columns are touched.
+// Columns [0, count) of `src` pulled into L2 (the wide kernels' WIDE_PREFETCH): the 16-byte aligned
+// bytes among them in pieces of 4 KB, one a thread (a chunk of 32768 columns: one warp), by the bulk
+// prefetch, which holds no register and has no completion for a later fence or barrier to wait on
+// (a cluster barrier's release fence follows the second call). sm_90+ (the cluster kernels'); a no-op
+// before.
 __device__ __forceinline__ void prefetch_columns(const float* src, int count) {
+#if __CUDA_ARCH__ >= 900
     if (count <= 0) return;
-    const unsigned long long first = reinterpret_cast<unsigned long long>(src) & ~127ull;
-    const unsigned long long last = reinterpret_cast<unsigned long long>(src + count - 1);
-    for (unsigned long long line = first + 128ull * threadIdx.x; line <= last; line += 128ull * TOPK_THREADS)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(max(line, reinterpret_cast<unsigned long long>(src))));
+    const unsigned long long from = (reinterpret_cast<unsigned long long>(src) + 15ull) & ~15ull;
+    const unsigned long long to = reinterpret_cast<unsigned long long>(src + count) & ~15ull;
+    for (unsigned long long at = from + 4096ull * threadIdx.x; at < to; at += 4096ull * TOPK_THREADS) {
+        const unsigned int bytes = (unsigned int)min(4096ull, to - at);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(bytes) : "memory");
+    }
+#endif
 }
 
 template <int VECS>

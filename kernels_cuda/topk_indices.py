@@ -348,12 +348,12 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     route = plan_route(lens, k, *_clusters(device_index, os.environ)) if device_index is not None else None
     if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
         # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
-        rows = route[1]
+        (cluster, solo_up_to, groups), rows = route
         work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
                             dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
         if plan.device.type == "cuda":
             work = work.pin_memory().to(plan.device, non_blocking=True)
-        plan.data.update(launch=route[0], places=len(rows), work=work)
+        plan.data.update(launch=(cluster, solo_up_to), groups=groups, places=len(rows), work=work)
     else:
         plan.data.update(launch=None)
     return plan
@@ -405,7 +405,7 @@ def _planned(runs, plan, sms, device, route):
         return runs
     kernel, (cluster, _), shared, _, extra = runs[0]
     if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (
-            (cluster, extra[1], bool(extra[2] & WIDE_GROUPS)) != plan["launch"]):
+            (cluster, extra[1]) != plan["launch"] or bool(extra[2] & WIDE_GROUPS) != plan["groups"]):
         return runs
     places = plan["places"]
     pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())

@@ -554,7 +554,7 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
     seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
     page_table = torch.arange(columns // 64, dtype=torch.int32, device="cuda").repeat(len(lens), 1)
     plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64) if planned else None
-    assert not planned or plan["launch"] == (8, up_to, True)
+    assert not planned or (plan["launch"], plan["groups"]) == ((8, up_to), True)
     out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64, plan=plan).cpu().numpy()
     rows = logits.cpu().numpy()
     modelled = set()
