@@ -19,8 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH and CLUSTER16 (the non-portable cluster) come from topk_indices.py's
-// DEFINES (-D options, their one definition; no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_QUARTERS and CLUSTER16 (the non-portable
+// cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -1056,12 +1056,14 @@ __device__ __forceinline__ void wide_barrier() {
 }
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
-static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0
+static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0 && WIDE_QUARTERS > 0
               && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0 && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0
               && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0 && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0
-              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH)
-                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH
-              && WIDE_PREFETCH < (1 << 16), "four distinct bits below the prefetch distance (options >> 16)");
+              && (WIDE_QUARTERS & (WIDE_QUARTERS - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS)
+                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS
+              && WIDE_PREFETCH < (1 << 16) && WIDE_QUARTERS < (1 << 16),
+              "five distinct bits below the prefetch distance (options >> 16)");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
@@ -1177,25 +1179,59 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         const int half = (vectors + 1) >> 1;
         const float4* src4 = reinterpret_cast<const float4*>(src + head);
         uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
-        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-        cp_async_commit();
-        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-        cp_async_commit();
-        prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
-        if (t < head) {
-            const unsigned int key = sortable_key(src[t]);
-            keys[t] = key;
-            atomicAdd(&s.hist[coarse_bin(key)], 1);
+        // vectors [from, to): this thread's copies as one commit group; then, once landed, its keys
+        const auto issue = [&](int from, int to) {
+            for (int v = from + t; v < to; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+            cp_async_commit();
+        };
+        const auto convert = [&](int from, int to) {
+            for (int v = from + t; v < to; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        };
+        const auto head_and_tail = [&]() {
+            prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+            if (t < head) {
+                const unsigned int key = sortable_key(src[t]);
+                keys[t] = key;
+                atomicAdd(&s.hist[coarse_bin(key)], 1);
+            }
+            if (t < m - tail) {
+                const unsigned int key = sortable_key(src[tail + t]);
+                keys[tail + t] = key;
+                atomicAdd(&s.hist[coarse_bin(key)], 1);
+            }
+        };
+        bool halves = true;
+        if constexpr (SMEM > 1 && SMEM <= 8) {  // (wide<16>, at 32 registers, spilled more with it)
+            // WIDE_QUARTERS (DSV4_TOPK_QUARTERS=1): four commit groups, so only the last quarter's
+            // keys are made after the last byte lands (two halves leave half of them there)
+            if (options & WIDE_QUARTERS) {
+                halves = false;
+                const int quarter = (vectors + 3) >> 2;
+                const int q1 = min(vectors, quarter), q2 = min(vectors, 2 * quarter), q3 = min(vectors, 3 * quarter);
+                issue(0, q1);
+                issue(q1, q2);
+                issue(q2, q3);
+                issue(q3, vectors);
+                head_and_tail();
+                cp_async_wait<3>();
+                convert(0, q1);
+                cp_async_wait<2>();
+                convert(q1, q2);
+                cp_async_wait<1>();
+                convert(q2, q3);
+                cp_async_wait<0>();
+                convert(q3, vectors);
+            }
         }
-        if (t < m - tail) {
-            const unsigned int key = sortable_key(src[tail + t]);
-            keys[tail + t] = key;
-            atomicAdd(&s.hist[coarse_bin(key)], 1);
+        if (halves) {
+            issue(0, half);
+            issue(half, vectors);
+            head_and_tail();
+            cp_async_wait<1>();
+            convert(0, half);
+            cp_async_wait<0>();
+            convert(half, vectors);
         }
-        cp_async_wait<1>();
-        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-        cp_async_wait<0>();
-        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
         prefetch_columns(next, next_count);  // HBM is idle from here to this CTA's exit
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
@@ -1435,7 +1471,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     // shared memory. Lines past a shorter row's seq_len are fetched for nothing, never read.
     const float* next = nullptr;
     int next_count = 0;
-    if (CLUSTER > 1 && !planned && (options & WIDE_PREFETCH)) {
+    if (CLUSTER > 1 && CLUSTER <= 8 && !planned && (options & WIDE_PREFETCH)) {
         const long long full = ((columns + CLUSTER - 1) / CLUSTER + 3) & ~3ll;
         const long long begin = min(columns, rank * full);
         const int m = (int)(min(columns, begin + full) - begin);

@@ -436,16 +436,21 @@ def test_rows_sized_by_length_leave_uniform_batches_as_they_were_and_fit_one_cta
     assert T.launches(64, 262144, True, *H200, choice="split", groups=True)[1][4] == (T.FAST_COLUMNS, -1, 1, None)
 
 
-def test_the_prefetch_option_carries_a_wave_of_clusters_as_its_distance():
-    # DSV4_TOPK_PREFETCH (WIDE_PREFETCH): cluster launches only, the distance sms // cluster in bits 16..30
+def test_the_prefetch_and_quarters_options_are_bits_of_the_2_to_8_cta_launches():
+    # DSV4_TOPK_PREFETCH (WIDE_PREFETCH, the distance sms // cluster in bits 16..30) and DSV4_TOPK_QUARTERS
+    # (WIDE_QUARTERS): the same launch otherwise
     for batch, columns in [(64, 262144), (1, 65536), (64, 65536), (64, 131072)]:
-        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, prefetch=True)
+        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, prefetch=True, quarters=True)
         (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200)
         assert (kernel, grid, shared, pdl, extra[:2], extra[3:]) == (kernel0, grid0, shared0, pdl0, extra0[:2],
                                                                       extra0[3:])
-        assert extra[2] == extra0[2] | T.WIDE_PREFETCH | (132 // grid[0]) << 16 and extra[2] < 1 << 31
-    (kernel, _, _, _, extra), = T.launches(256, 16384, True, *H200, prefetch=True)
-    assert kernel == "dsv4_topk_indices_wide1" and not extra[2] & T.WIDE_PREFETCH  # one CTA a row: nothing
+        distance = 132 // grid[0]
+        assert extra[2] == extra0[2] | T.WIDE_PREFETCH | T.WIDE_QUARTERS | distance << 16 and extra[2] < 1 << 31
+        assert extra[2] >> 16 == distance  # what the kernel reads back (options >> 16)
+    for clusters, (batch, columns) in [(H200, (256, 16384)), (H200_16, (64, 262144))]:  # wide1, wide<16>: neither
+        (kernel, _, _, _, extra), = T.launches(batch, columns, True, *clusters, prefetch=True, quarters=True)
+        assert kernel in ("dsv4_topk_indices_wide1", "dsv4_topk_indices_wide<16>")
+        assert not extra[2] & (T.WIDE_PREFETCH | T.WIDE_QUARTERS | 0xFFFF0000)
 
 
 def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
@@ -570,15 +575,19 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
 
 
 @pytest.mark.gpu
-def test_the_prefetch_leaves_every_output_bit_as_it_was(monkeypatch):
-    # WIDE_PREFETCH only pulls lines into L2: the same bits as without it, on the bench shapes it is for
-    # and on a mixed batch (whose shorter rows get lines they never read)
+def test_the_prefetch_and_the_quarters_leave_every_output_bit_as_it_was(monkeypatch):
+    # WIDE_PREFETCH only pulls lines into L2, WIDE_QUARTERS only splits the chunk's load in four commit
+    # groups: the same bits as without them, on the bench shapes they are for and on a mixed batch
+    # (whose shorter rows get lines they never read), rows at every 16-byte phase (70001 columns)
     import torch
 
     from harness import inputs
-    for lens, columns in [([65536], 65536), ([262144] * 20, 262144), (MIXED, 262144)]:
+    for lens, columns in [([65536], 65536), ([262144] * 20, 262144), (MIXED, 262144), ([70001] * 9, 70001)]:
         x = inputs.topk_inputs(seq_lens=lens, columns=columns, k=512, page_size=64, seed=len(lens), device="cuda")
         monkeypatch.setenv("DSV4_TOPK_PREFETCH", "0")
+        monkeypatch.setenv("DSV4_TOPK_QUARTERS", "0")
         before = x.call(T.topk_indices, k=512)
-        monkeypatch.setenv("DSV4_TOPK_PREFETCH", "1")
-        assert torch.equal(x.call(T.topk_indices, k=512), before)
+        for prefetch, quarters in [("1", "0"), ("0", "1"), ("1", "1")]:
+            monkeypatch.setenv("DSV4_TOPK_PREFETCH", prefetch)
+            monkeypatch.setenv("DSV4_TOPK_QUARTERS", quarters)
+            assert torch.equal(x.call(T.topk_indices, k=512), before), (len(lens), prefetch, quarters)
