@@ -200,7 +200,7 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
-             direct_sum=False, groups=False, prefetch=False, quarters=False):
+             direct_sum=False, groups=False, prefetch=False, quarters=False, groups_bound=0):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
@@ -211,7 +211,9 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     length in the 2- to 8-CTA kernels, WIDE_GROUPS, needs solo rows on; prefetch: the cluster kernels
     pull each CTA's chunk into L2 before seq_len arrives and the chunk of the row one wave of clusters
     later once theirs is loaded, WIDE_PREFETCH with that distance, sms // cluster, in bits 16..30;
-    quarters: the cluster kernels load their chunk in four commit groups, not two, WIDE_QUARTERS)."""
+    quarters: the cluster kernels load their chunk in four commit groups, not two, WIDE_QUARTERS;
+    groups_bound, DSV4_TOPK_GROUPS_BOUND: the groups' bound in columns instead of groups_up_to's, at
+    most MAX_CHUNK, 0 = groups_up_to's)."""
     narrow = columns <= FAST_COLUMNS
     if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
                                                                         many_rows):
@@ -248,7 +250,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     if groups and solo_up_to > 0 and cluster <= CLUSTERS[-1]:
         # rows up to groups_up_to alone, longer ones on the fewest CTAs whose chunks fit that bound; the
         # chunk buffer holds the longest (a chunk of the widest row, or the bound)
-        solo_up_to = groups_up_to(batch, columns, cluster, sms, clusters)
+        solo_up_to = (min(MAX_CHUNK, groups_bound) & ~3 if groups_bound > 0
+                      else groups_up_to(batch, columns, cluster, sms, clusters))
         shared = 4 * (max(chunk, solo_up_to) + 4)
         options |= WIDE_GROUPS
     if prefetch and 1 < cluster <= CLUSTERS[-1]:
@@ -314,7 +317,8 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "0") == "1",
                     prefetch=env.get("DSV4_TOPK_PREFETCH", "0") == "1",
-                    quarters=env.get("DSV4_TOPK_QUARTERS", "0") == "1")
+                    quarters=env.get("DSV4_TOPK_QUARTERS", "0") == "1",
+                    groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")))
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):

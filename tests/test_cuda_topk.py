@@ -465,6 +465,14 @@ def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
     for n, c in ctas.items():  # the fewest: one step fewer would not fit
         assert T.chunk_columns(n, c) <= up_to and (c <= 2 or T.chunk_columns(n, c // 2) > up_to)
     assert T.row_ctas(10 ** 6, 8, up_to) == 8  # never past the cluster
+    # DSV4_TOPK_GROUPS_BOUND: another bound (a multiple of 4, at most MAX_CHUNK), the buffer sized for it
+    for bound, expected in [(32768, 32768), (30001, 30000), (10 ** 6, T.MAX_CHUNK)]:
+        (_, _, shared, _, (_, up_to, _, _)), = T.launches(64, 262144, True, *H200, groups=True, groups_bound=bound)
+        assert up_to == expected and shared == 4 * (max(32768, expected) + 4)
+    (_, up_to, _), work = T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_GROUPS": "1",
+                                                               "DSV4_TOPK_GROUPS_BOUND": "32768"})
+    assert up_to == 32768 and rows_written(MIXED, 512, 8, up_to, work, True) == rows_written(MIXED, 512, 8, up_to,
+                                                                                                groups=True)
 
 
 @pytest.mark.parametrize("k", [512, 1024])
