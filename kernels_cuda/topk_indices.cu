@@ -19,8 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_QUARTERS and CLUSTER16 (the non-portable
-// cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_PREFETCH_LATE, WIDE_QUARTERS and CLUSTER16
+// (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -1057,13 +1057,13 @@ __device__ __forceinline__ void wide_barrier() {
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
 static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0 && WIDE_QUARTERS > 0
-              && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0 && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0
-              && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0 && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0
-              && (WIDE_QUARTERS & (WIDE_QUARTERS - 1)) == 0
-              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS)
-                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS
-              && WIDE_PREFETCH < (1 << 16) && WIDE_QUARTERS < (1 << 16),
-              "five distinct bits below the prefetch distance (options >> 16)");
+              && WIDE_PREFETCH_LATE > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
+              && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0
+              && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0 && (WIDE_QUARTERS & (WIDE_QUARTERS - 1)) == 0
+              && (WIDE_PREFETCH_LATE & (WIDE_PREFETCH_LATE - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS | WIDE_PREFETCH_LATE)
+                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS + WIDE_PREFETCH_LATE
+              && WIDE_PREFETCH_LATE < (1 << 16), "six distinct bits below the prefetch distance (options >> 16)");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
@@ -1232,7 +1232,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             cp_async_wait<0>();
             convert(half, vectors);
         }
-        prefetch_columns(next, next_count);  // HBM is idle from here to this CTA's exit
+        // HBM is idle from here to this CTA's exit (WIDE_PREFETCH_LATE: from the last cluster arrive on)
+        if (!(options & WIDE_PREFETCH_LATE)) prefetch_columns(next, next_count);
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
@@ -1389,6 +1390,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
         if (CLUSTER > 1) cluster_arrive();
+        if (options & WIDE_PREFETCH_LATE) prefetch_columns(next, next_count);  // after the last release fence
         __syncthreads();  // staging is complete
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
         if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
@@ -1403,6 +1405,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     // order is step, thread, element order); the inside keys' index in the row is first_inside +
     // the count before them, and the first `remaining` are taken.
     if (CLUSTER > 1) cluster_arrive();  // done reading the peers' counts; waited for before exit
+    if (options & WIDE_PREFETCH_LATE) prefetch_columns(next, next_count);
     int above_base = 0, inside_base = first_inside;
     for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
         const int g = step * TOPK_THREADS + t;
@@ -1468,7 +1471,9 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     // while the kernel before finishes: a prefetch has no result to be stale, and L2 is where the
     // writes of that kernel land), and the same chunk of row y + ahead (options >> 16: the clusters
     // resident at once, so the row that will take this SM's place) once this CTA's own chunk is in
-    // shared memory. Lines past a shorter row's seq_len are fetched for nothing, never read.
+    // shared memory (WIDE_PREFETCH_LATE, DSV4_TOPK_PREFETCH=late: once this CTA has made its last cluster
+    // arrive, in case a release fence waits for a bulk prefetch). Lines past a shorter row's seq_len are
+    // fetched for nothing, never read.
     const float* next = nullptr;
     int next_count = 0;
     if (CLUSTER > 1 && CLUSTER <= 8 && !planned && (options & WIDE_PREFETCH)) {

@@ -80,7 +80,7 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
 # the wide kernels' options (bits of their last argument; WIDE_PREFETCH's distance in bits 16..30)
-WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_QUARTERS = 1, 2, 4, 8, 16
+WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_QUARTERS, WIDE_PREFETCH_LATE = 1, 2, 4, 8, 16, 32
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole), 16 none (32 registers: the kept bits spilled it).
@@ -89,7 +89,7 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 # topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_PREFETCH": WIDE_PREFETCH,
-           "WIDE_QUARTERS": WIDE_QUARTERS, "CLUSTER16": CLUSTER16,
+           "WIDE_QUARTERS": WIDE_QUARTERS, "WIDE_PREFETCH_LATE": WIDE_PREFETCH_LATE, "CLUSTER16": CLUSTER16,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
 # the kernels' parameters, checked by the loader's launch()
@@ -210,7 +210,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     DSV4_TOPK_GROUPS, DSV4_TOPK_PREFETCH and DSV4_TOPK_QUARTERS settings (groups: rows sized by their
     length in the 2- to 8-CTA kernels, WIDE_GROUPS, needs solo rows on; prefetch: the cluster kernels
     pull each CTA's chunk into L2 before seq_len arrives and the chunk of the row one wave of clusters
-    later once theirs is loaded, WIDE_PREFETCH with that distance, sms // cluster, in bits 16..30;
+    later once theirs is loaded, WIDE_PREFETCH with that distance, sms // cluster, in bits 16..30, or
+    with prefetch="late" (DSV4_TOPK_PREFETCH=late) once they have made their last cluster arrive;
     quarters: the cluster kernels load their chunk in four commit groups, not two, WIDE_QUARTERS;
     groups_bound, DSV4_TOPK_GROUPS_BOUND: the groups' bound in columns instead of groups_up_to's, at
     most MAX_CHUNK, 0 = groups_up_to's)."""
@@ -254,8 +255,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
                       else groups_up_to(batch, columns, cluster, sms, clusters))
         shared = 4 * (max(chunk, solo_up_to) + 4)
         options |= WIDE_GROUPS
-    if prefetch and 1 < cluster <= CLUSTERS[-1]:
-        options |= WIDE_PREFETCH | max(1, sms // cluster) << 16
+    if prefetch and 1 < cluster <= CLUSTERS[-1]:  # "late": the second prefetch after the last cluster arrive
+        options |= WIDE_PREFETCH | WIDE_PREFETCH_LATE * (prefetch == "late") | max(1, sms // cluster) << 16
     if quarters and 1 < cluster <= CLUSTERS[-1]:
         options |= WIDE_QUARTERS
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
@@ -316,7 +317,7 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     fold=env.get("DSV4_TOPK_FOLD", "1") != "0",
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "0") == "1",
-                    prefetch=env.get("DSV4_TOPK_PREFETCH", "0") == "1",
+                    prefetch={"1": True, "late": "late"}.get(env.get("DSV4_TOPK_PREFETCH", "0"), False),
                     quarters=env.get("DSV4_TOPK_QUARTERS", "0") == "1",
                     groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")))
 

@@ -447,10 +447,12 @@ def test_the_prefetch_and_quarters_options_are_bits_of_the_2_to_8_cta_launches()
         distance = 132 // grid[0]
         assert extra[2] == extra0[2] | T.WIDE_PREFETCH | T.WIDE_QUARTERS | distance << 16 and extra[2] < 1 << 31
         assert extra[2] >> 16 == distance  # what the kernel reads back (options >> 16)
+        late = T.launches(batch, columns, True, *H200, prefetch="late")[0][4][2]  # DSV4_TOPK_PREFETCH=late
+        assert late == extra0[2] | T.WIDE_PREFETCH | T.WIDE_PREFETCH_LATE | distance << 16
     for clusters, (batch, columns) in [(H200, (256, 16384)), (H200_16, (64, 262144))]:  # wide1, wide<16>: neither
         (kernel, _, _, _, extra), = T.launches(batch, columns, True, *clusters, prefetch=True, quarters=True)
         assert kernel in ("dsv4_topk_indices_wide1", "dsv4_topk_indices_wide<16>")
-        assert not extra[2] & (T.WIDE_PREFETCH | T.WIDE_QUARTERS | 0xFFFF0000)
+        assert not extra[2] & (T.WIDE_PREFETCH | T.WIDE_PREFETCH_LATE | T.WIDE_QUARTERS | 0xFFFF0000)
 
 
 def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
@@ -595,7 +597,7 @@ def test_the_prefetch_and_the_quarters_leave_every_output_bit_as_it_was(monkeypa
         monkeypatch.setenv("DSV4_TOPK_PREFETCH", "0")
         monkeypatch.setenv("DSV4_TOPK_QUARTERS", "0")
         before = x.call(T.topk_indices, k=512)
-        for prefetch, quarters in [("1", "0"), ("0", "1"), ("1", "1")]:
+        for prefetch, quarters in [("1", "0"), ("0", "1"), ("1", "1"), ("late", "1")]:
             monkeypatch.setenv("DSV4_TOPK_PREFETCH", prefetch)
             monkeypatch.setenv("DSV4_TOPK_QUARTERS", quarters)
             assert torch.equal(x.call(T.topk_indices, k=512), before), (len(lens), prefetch, quarters)
