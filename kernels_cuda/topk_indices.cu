@@ -19,8 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_PREFETCH_LATE, WIDE_QUARTERS and CLUSTER16
-// (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_PREFETCH_LATE, WIDE_QUARTERS, WIDE_EARLY and
+// CLUSTER16 (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -1057,13 +1057,14 @@ __device__ __forceinline__ void wide_barrier() {
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
 static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0 && WIDE_QUARTERS > 0
-              && WIDE_PREFETCH_LATE > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
+              && WIDE_PREFETCH_LATE > 0 && WIDE_EARLY > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
               && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0
               && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0 && (WIDE_QUARTERS & (WIDE_QUARTERS - 1)) == 0
-              && (WIDE_PREFETCH_LATE & (WIDE_PREFETCH_LATE - 1)) == 0
-              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS | WIDE_PREFETCH_LATE)
-                 == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS + WIDE_PREFETCH_LATE
-              && WIDE_PREFETCH_LATE < (1 << 16), "six distinct bits below the prefetch distance (options >> 16)");
+              && (WIDE_PREFETCH_LATE & (WIDE_PREFETCH_LATE - 1)) == 0 && (WIDE_EARLY & (WIDE_EARLY - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS | WIDE_PREFETCH_LATE
+                  | WIDE_EARLY) == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS
+                                   + WIDE_PREFETCH_LATE + WIDE_EARLY
+              && WIDE_EARLY < (1 << 16), "seven distinct bits below the prefetch distance (options >> 16)");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
@@ -1474,6 +1475,12 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     // shared memory (WIDE_PREFETCH_LATE, DSV4_TOPK_PREFETCH=late: once this CTA has made its last cluster
     // arrive, in case a release fence waits for a bulk prefetch). Lines past a shorter row's seq_len are
     // fetched for nothing, never read.
+    // WIDE_EARLY (one-wave grids of the 2- to 8-CTA kernels, which the host launches with PDL;
+    // DSV4_TOPK_EARLY=1): the next kernel on the stream may be scheduled on the SMs this grid leaves
+    // free now, and run up to its own pdl_wait() (which returns only once this grid has finished and
+    // its writes are visible): its CTAs start, zero their histograms and prefetch their chunks while
+    // this one selects.
+    if (CLUSTER > 1 && CLUSTER <= 8 && (options & WIDE_EARLY)) pdl_launch_dependents();
     const float* next = nullptr;
     int next_count = 0;
     if (CLUSTER > 1 && CLUSTER <= 8 && !planned && (options & WIDE_PREFETCH)) {

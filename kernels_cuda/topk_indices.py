@@ -81,6 +81,7 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 SOLO_COLUMNS = 16384
 # the wide kernels' options (bits of their last argument; WIDE_PREFETCH's distance in bits 16..30)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_QUARTERS, WIDE_PREFETCH_LATE = 1, 2, 4, 8, 16, 32
+WIDE_EARLY = 64
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole), 16 none (32 registers: the kept bits spilled it).
@@ -89,7 +90,8 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 # topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_PREFETCH": WIDE_PREFETCH,
-           "WIDE_QUARTERS": WIDE_QUARTERS, "WIDE_PREFETCH_LATE": WIDE_PREFETCH_LATE, "CLUSTER16": CLUSTER16,
+           "WIDE_QUARTERS": WIDE_QUARTERS, "WIDE_PREFETCH_LATE": WIDE_PREFETCH_LATE,
+           "WIDE_EARLY": WIDE_EARLY, "CLUSTER16": CLUSTER16,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
 # the kernels' parameters, checked by the loader's launch()
@@ -200,7 +202,7 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
-             direct_sum=False, groups=False, prefetch=False, quarters=False, groups_bound=0):
+             direct_sum=False, groups=False, prefetch=False, quarters=False, groups_bound=0, early=False):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
@@ -214,7 +216,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     with prefetch="late" (DSV4_TOPK_PREFETCH=late) once they have made their last cluster arrive;
     quarters: the cluster kernels load their chunk in four commit groups, not two, WIDE_QUARTERS;
     groups_bound, DSV4_TOPK_GROUPS_BOUND: the groups' bound in columns instead of groups_up_to's, at
-    most MAX_CHUNK, 0 = groups_up_to's)."""
+    most MAX_CHUNK, 0 = groups_up_to's; early, DSV4_TOPK_EARLY: a one-wave launch of those kernels, made
+    with PDL, lets the next kernel be scheduled at its start, WIDE_EARLY)."""
     narrow = columns <= FAST_COLUMNS
     if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
                                                                         many_rows):
@@ -262,6 +265,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms
+    if early and batch * cluster <= sms and 1 < cluster <= CLUSTERS[-1]:  # one wave: nothing waits for its SMs
+        options |= WIDE_EARLY
     extra = (skip_up_to, solo_up_to, options) + ((None,) if cluster > 1 else ())  # work: none (device routing)
     return runs + [(kernel, (cluster, batch), shared, pdl, extra)]
 
@@ -319,7 +324,8 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     groups=env.get("DSV4_TOPK_GROUPS", "0") == "1",
                     prefetch={"1": True, "late": "late"}.get(env.get("DSV4_TOPK_PREFETCH", "0"), False),
                     quarters=env.get("DSV4_TOPK_QUARTERS", "0") == "1",
-                    groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")))
+                    groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
+                    early=env.get("DSV4_TOPK_EARLY", "0") == "1")
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):

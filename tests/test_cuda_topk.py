@@ -449,6 +449,9 @@ def test_the_prefetch_and_quarters_options_are_bits_of_the_2_to_8_cta_launches()
         assert extra[2] >> 16 == distance  # what the kernel reads back (options >> 16)
         late = T.launches(batch, columns, True, *H200, prefetch="late")[0][4][2]  # DSV4_TOPK_PREFETCH=late
         assert late == extra0[2] | T.WIDE_PREFETCH | T.WIDE_PREFETCH_LATE | distance << 16
+        # DSV4_TOPK_EARLY: one-wave grids only (1 x 65536, 64 x 65536), launched with PDL
+        (_, _, _, pdl, (_, _, early, _)), = T.launches(batch, columns, True, *H200, early=True)
+        assert bool(early & T.WIDE_EARLY) == (batch * grid[0] <= 132) == pdl == (columns == 65536)
     for clusters, (batch, columns) in [(H200, (256, 16384)), (H200_16, (64, 262144))]:  # wide1, wide<16>: neither
         (kernel, _, _, _, extra), = T.launches(batch, columns, True, *clusters, prefetch=True, quarters=True)
         assert kernel in ("dsv4_topk_indices_wide1", "dsv4_topk_indices_wide<16>")
@@ -587,8 +590,9 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
 @pytest.mark.gpu
 def test_the_prefetch_and_the_quarters_leave_every_output_bit_as_it_was(monkeypatch):
     # WIDE_PREFETCH only pulls lines into L2, WIDE_QUARTERS only splits the chunk's load in four commit
-    # groups: the same bits as without them, on the bench shapes they are for and on a mixed batch
-    # (whose shorter rows get lines they never read), rows at every 16-byte phase (70001 columns)
+    # groups, WIDE_EARLY only lets the next kernel start up to its own wait: the same bits as without
+    # them, on the bench shapes they are for and on a mixed batch (whose shorter rows get lines they
+    # never read), rows at every 16-byte phase (70001 columns), two calls back to back
     import torch
 
     from harness import inputs
@@ -600,4 +604,6 @@ def test_the_prefetch_and_the_quarters_leave_every_output_bit_as_it_was(monkeypa
         for prefetch, quarters in [("1", "0"), ("0", "1"), ("1", "1"), ("late", "1")]:
             monkeypatch.setenv("DSV4_TOPK_PREFETCH", prefetch)
             monkeypatch.setenv("DSV4_TOPK_QUARTERS", quarters)
+            monkeypatch.setenv("DSV4_TOPK_EARLY", quarters)  # the next call's kernel overlaps this one's
+            assert torch.equal(x.call(T.topk_indices, k=512), before), (len(lens), prefetch, quarters)
             assert torch.equal(x.call(T.topk_indices, k=512), before), (len(lens), prefetch, quarters)
