@@ -20,7 +20,8 @@
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
 // WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_PREFETCH_LATE, WIDE_QUARTERS, WIDE_EARLY and
-// CLUSTER16 (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one definition; no defaults here).
+// CLUSTER16 (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one
+// definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -1495,7 +1496,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
         }
     }
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
-    // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
+    // logits and the metadata are final. No launch_dependents otherwise: a grid of several waves keeps
     // its SMs for itself.
     pdl_wait();
     // (row, seq_len) pairs: one 8-byte load, not a load of the row and then one of its seq_len
