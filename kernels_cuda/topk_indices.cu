@@ -19,9 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_PREFETCH, WIDE_PREFETCH_LATE, WIDE_QUARTERS, WIDE_EARLY and
-// CLUSTER16 (the non-portable cluster) come from topk_indices.py's DEFINES (-D options, their one
-// definition; no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS and WIDE_EARLY come from topk_indices.py's DEFINES (-D options,
+// their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -820,23 +819,6 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
-// Columns [0, count) of `src` pulled into L2 (the wide kernels' WIDE_PREFETCH): the 16-byte aligned
-// bytes among them in pieces of 4 KB, one a thread (a chunk of 32768 columns: one warp), by the bulk
-// prefetch, which holds no register and has no completion for a later fence or barrier to wait on
-// (a cluster barrier's release fence follows the second call). sm_90+ (the cluster kernels'); a no-op
-// before.
-__device__ __forceinline__ void prefetch_columns(const float* src, int count) {
-#if __CUDA_ARCH__ >= 900
-    if (count <= 0) return;
-    const unsigned long long from = (reinterpret_cast<unsigned long long>(src) + 15ull) & ~15ull;
-    const unsigned long long to = reinterpret_cast<unsigned long long>(src + count) & ~15ull;
-    for (unsigned long long at = from + 4096ull * threadIdx.x; at < to; at += 4096ull * TOPK_THREADS) {
-        const unsigned int bytes = (unsigned int)min(4096ull, to - at);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(at), "r"(bytes) : "memory");
-    }
-#endif
-}
-
 template <int VECS>
 __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
@@ -983,11 +965,10 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 // (SMEM: its cluster size; WIDE_KEPT_GROUPS_<SMEM> from topk_indices.py): wide1 (two CTAs an SM at 32
 // registers) 4 groups in one register, chunks up to 16384 columns whole; the 2-, 4- and 8-CTA kernels
 // (one CTA an SM, up to 64 registers) 8 groups in two, chunks up to 32768 whole (64 x 262144 at 8
-// CTAs, 64 x 65536 at 2); wide<16> (32 registers) none: the kept bits spilled it. Longer chunks walk
-// their later groups as before.
+// CTAs, 64 x 65536 at 2). Longer chunks walk their later groups as before.
 #define WIDE_KEPT_GROUPS(smem)                                                                   \
     ((smem) == 1 ? WIDE_KEPT_GROUPS_1 : (smem) == 2 ? WIDE_KEPT_GROUPS_2 : (smem) == 4 ? WIDE_KEPT_GROUPS_4 \
-     : (smem) == 8 ? WIDE_KEPT_GROUPS_8 : WIDE_KEPT_GROUPS_16)
+     : WIDE_KEPT_GROUPS_8)
 
 // The kept bits of KEPT groups: the keys above the bucket at bits 4 i + j (group i, key j), those
 // inside it at FIELD + 4 i + j; 32 bits up to 4 groups, 64 up to 8.
@@ -1057,18 +1038,15 @@ __device__ __forceinline__ void wide_barrier() {
 }
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
-static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_PREFETCH > 0 && WIDE_QUARTERS > 0
-              && WIDE_PREFETCH_LATE > 0 && WIDE_EARLY > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
-              && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0
-              && (WIDE_PREFETCH & (WIDE_PREFETCH - 1)) == 0 && (WIDE_QUARTERS & (WIDE_QUARTERS - 1)) == 0
-              && (WIDE_PREFETCH_LATE & (WIDE_PREFETCH_LATE - 1)) == 0 && (WIDE_EARLY & (WIDE_EARLY - 1)) == 0
-              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_PREFETCH | WIDE_QUARTERS | WIDE_PREFETCH_LATE
-                  | WIDE_EARLY) == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_PREFETCH + WIDE_QUARTERS
-                                   + WIDE_PREFETCH_LATE + WIDE_EARLY
-              && WIDE_EARLY < (1 << 16), "seven distinct bits below the prefetch distance (options >> 16)");
+static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EARLY > 0
+              && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0 && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0
+              && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0 && (WIDE_EARLY & (WIDE_EARLY - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_EARLY)
+                     == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_EARLY,
+              "four distinct bits");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
-#define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
+#define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
 // The cluster's histograms (`local` in every CTA) summed into `sum` here (4 bins a thread, read back
 // by the same thread only: fast_threshold). Reduce-scatter, then all-gather: CTA `rank` sums its
@@ -1149,13 +1127,11 @@ struct __align__(16) WideShared {
 };
 
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
-// the kernel's WideShared (and its cluster size, >= CLUSTER). Once the chunk is in shared memory,
-// columns [next, next + next_count) of a later row are pulled into L2 (WIDE_PREFETCH; none by default).
+// the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
 __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
                                             const int* __restrict__ table_row, int k, int page_size, int options,
-                                            WideShared<SMEM>& s, int base = 0, const float* next = nullptr,
-                                            int next_count = 0) {
+                                            WideShared<SMEM>& s, int base = 0) {
     const bool fold = options & WIDE_FOLD, direct = options & WIDE_DIRECT_SUM;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -1181,61 +1157,25 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         const int half = (vectors + 1) >> 1;
         const float4* src4 = reinterpret_cast<const float4*>(src + head);
         uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
-        // vectors [from, to): this thread's copies as one commit group; then, once landed, its keys
-        const auto issue = [&](int from, int to) {
-            for (int v = from + t; v < to; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-            cp_async_commit();
-        };
-        const auto convert = [&](int from, int to) {
-            for (int v = from + t; v < to; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-        };
-        const auto head_and_tail = [&]() {
-            prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
-            if (t < head) {
-                const unsigned int key = sortable_key(src[t]);
-                keys[t] = key;
-                atomicAdd(&s.hist[coarse_bin(key)], 1);
-            }
-            if (t < m - tail) {
-                const unsigned int key = sortable_key(src[tail + t]);
-                keys[tail + t] = key;
-                atomicAdd(&s.hist[coarse_bin(key)], 1);
-            }
-        };
-        bool halves = true;
-        if constexpr (SMEM > 1 && SMEM <= 8) {  // (wide<16>, at 32 registers, spilled more with it)
-            // WIDE_QUARTERS (DSV4_TOPK_QUARTERS=1): four commit groups, so only the last quarter's
-            // keys are made after the last byte lands (two halves leave half of them there)
-            if (options & WIDE_QUARTERS) {
-                halves = false;
-                const int quarter = (vectors + 3) >> 2;
-                const int q1 = min(vectors, quarter), q2 = min(vectors, 2 * quarter), q3 = min(vectors, 3 * quarter);
-                issue(0, q1);
-                issue(q1, q2);
-                issue(q2, q3);
-                issue(q3, vectors);
-                head_and_tail();
-                cp_async_wait<3>();
-                convert(0, q1);
-                cp_async_wait<2>();
-                convert(q1, q2);
-                cp_async_wait<1>();
-                convert(q2, q3);
-                cp_async_wait<0>();
-                convert(q3, vectors);
-            }
+        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+        if (t < head) {
+            const unsigned int key = sortable_key(src[t]);
+            keys[t] = key;
+            atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
-        if (halves) {
-            issue(0, half);
-            issue(half, vectors);
-            head_and_tail();
-            cp_async_wait<1>();
-            convert(0, half);
-            cp_async_wait<0>();
-            convert(half, vectors);
+        if (t < m - tail) {
+            const unsigned int key = sortable_key(src[tail + t]);
+            keys[tail + t] = key;
+            atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
-        // HBM is idle from here to this CTA's exit (WIDE_PREFETCH_LATE: from the last cluster arrive on)
-        if (!(options & WIDE_PREFETCH_LATE)) prefetch_columns(next, next_count);
+        cp_async_wait<1>();
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
@@ -1392,7 +1332,6 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
         if (CLUSTER > 1) cluster_arrive();
-        if (options & WIDE_PREFETCH_LATE) prefetch_columns(next, next_count);  // after the last release fence
         __syncthreads();  // staging is complete
         write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
         if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
@@ -1407,7 +1346,6 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     // order is step, thread, element order); the inside keys' index in the row is first_inside +
     // the count before them, and the first `remaining` are taken.
     if (CLUSTER > 1) cluster_arrive();  // done reading the peers' counts; waited for before exit
-    if (options & WIDE_PREFETCH_LATE) prefetch_columns(next, next_count);
     int above_base = 0, inside_base = first_inside;
     for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
         const int g = step * TOPK_THREADS + t;
@@ -1442,7 +1380,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // <= solo_up_to (or <= k) are packed one a CTA, and each CTA selects its own row alone exactly as
 // rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so the same bits), with no cluster
 // barrier: the plan never mixes the two kinds in one cluster.
-// WIDE_GROUPS (2- to 8-CTA kernels; DSV4_TOPK_GROUPS=1): a row past solo_up_to takes the fewest
+// WIDE_GROUPS (4- and 8-CTA kernels; the default, DSV4_TOPK_GROUPS=0 for the A/B): a row past solo_up_to takes the fewest
 // CTAs, a power of two up to CLUSTER, whose chunks are <= solo_up_to columns (row_ctas), not always
 // CLUSTER: without a plan ranks 0 .. c - 1 of its cluster (the others exit at once), with one the
 // plan's c entries at ranks base .. base + c - 1 (base a multiple of c, so this CTA's rank in the row
@@ -1468,33 +1406,11 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
     const bool planned = CLUSTER > 1 && work != nullptr;
-    // WIDE_PREFETCH (cluster kernels without a work list; DSV4_TOPK_PREFETCH=1): this CTA's chunk of
-    // row y as if its seq_len were `columns` goes to L2 now, on its way while seq_len is read (and
-    // while the kernel before finishes: a prefetch has no result to be stale, and L2 is where the
-    // writes of that kernel land), and the same chunk of row y + ahead (options >> 16: the clusters
-    // resident at once, so the row that will take this SM's place) once this CTA's own chunk is in
-    // shared memory (WIDE_PREFETCH_LATE, DSV4_TOPK_PREFETCH=late: once this CTA has made its last cluster
-    // arrive, in case a release fence waits for a bulk prefetch). Lines past a shorter row's seq_len are
-    // fetched for nothing, never read.
-    // WIDE_EARLY (one-wave grids of the 2- to 8-CTA kernels, which the host launches with PDL;
+    // WIDE_EARLY (one-wave grids of the cluster kernels, which the host launches with PDL; opt-in,
     // DSV4_TOPK_EARLY=1): the next kernel on the stream may be scheduled on the SMs this grid leaves
     // free now, and run up to its own pdl_wait() (which returns only once this grid has finished and
-    // its writes are visible): its CTAs start, zero their histograms and prefetch their chunks while
-    // this one selects.
-    if (CLUSTER > 1 && CLUSTER <= 8 && (options & WIDE_EARLY)) pdl_launch_dependents();
-    const float* next = nullptr;
-    int next_count = 0;
-    if (CLUSTER > 1 && CLUSTER <= 8 && !planned && (options & WIDE_PREFETCH)) {
-        const long long full = ((columns + CLUSTER - 1) / CLUSTER + 3) & ~3ll;
-        const long long begin = min(columns, rank * full);
-        const int m = (int)(min(columns, begin + full) - begin);
-        prefetch_columns(logits + (long long)blockIdx.y * columns + begin, m);
-        const long long later = (long long)blockIdx.y + (options >> 16);
-        if (later < gridDim.y) {
-            next = logits + later * columns + begin;
-            next_count = m;
-        }
-    }
+    // its writes are visible): its CTAs start and zero their histograms while this one selects.
+    if (CLUSTER > 1 && (options & WIDE_EARLY)) pdl_launch_dependents();
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
     // logits and the metadata are final. No launch_dependents otherwise: a grid of several waves keeps
     // its SMs for itself.
@@ -1519,7 +1435,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
         if (owner) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
-    if constexpr (CLUSTER >= 4 && CLUSTER <= 8) {  // wide<2>'s rows take 2 CTAs whatever the option
+    if constexpr (CLUSTER >= 4) {  // wide<2>'s rows take 2 CTAs whatever the option
         if (options & WIDE_GROUPS) {
             const int c = row_ctas<CLUSTER>(n, solo_up_to);  // the same in every CTA of the row
             if (!planned && rank >= c) return;                // before any barrier
@@ -1536,14 +1452,14 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
             }
         }
     }
-    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s, 0, next, next_count);
+    wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
 }
 
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.
 #if __CUDA_ARCH__ >= 900
-#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 || (cluster) == CLUSTER16 ? 2 : 1)
+#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 ? 2 : 1)
 #else
 #define TOPK_WIDE_MIN_BLOCKS(cluster) 1
 #endif
@@ -1562,13 +1478,6 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_
                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
                            int options, const int* work) {
 #if __CUDA_ARCH__ >= 900
-    // 16 CTAs (non-portable) run on Hopper only (the host offers them on compute capability 9.x
-    // alone): elsewhere a trap, as the clusters before sm_90 (at 32 registers the body spilled 40
-    // bytes on sm_100 once the row came from a work list)
-    if (CLUSTER == CLUSTER16 && __CUDA_ARCH__ >= 1000) {
-        __trap();
-        return;
-    }
     topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
                            solo_up_to, options, work);
 #else
