@@ -19,8 +19,8 @@
 #endif
 
 // TOPK_THREADS (a CTA), MAX_K (the largest k), MAX_CHUNK (columns a CTA holds), FAST_CTAS_PER_SM_<VECS>,
-// WIDE_FOLD, WIDE_DIRECT_SUM and CLUSTER16 (the non-portable cluster) come from topk_indices.py's
-// DEFINES (-D options, their one definition; no defaults here).
+// WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS and WIDE_EARLY come from topk_indices.py's DEFINES (-D options,
+// their one definition; no defaults here).
 static_assert(TOPK_THREADS == 1024, "the kernels are written for 1024 threads: 32 warps scanned by one warp, "
               "the fast kernel's 128 candidates x 8 rankers, the wide sum's 4096 bins / 4 per thread");
 #define TOPK_WARPS (TOPK_THREADS / 32)
@@ -965,11 +965,10 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 // (SMEM: its cluster size; WIDE_KEPT_GROUPS_<SMEM> from topk_indices.py): wide1 (two CTAs an SM at 32
 // registers) 4 groups in one register, chunks up to 16384 columns whole; the 2-, 4- and 8-CTA kernels
 // (one CTA an SM, up to 64 registers) 8 groups in two, chunks up to 32768 whole (64 x 262144 at 8
-// CTAs, 64 x 65536 at 2); wide<16> (32 registers) none: the kept bits spilled it. Longer chunks walk
-// their later groups as before.
+// CTAs, 64 x 65536 at 2). Longer chunks walk their later groups as before.
 #define WIDE_KEPT_GROUPS(smem)                                                                   \
     ((smem) == 1 ? WIDE_KEPT_GROUPS_1 : (smem) == 2 ? WIDE_KEPT_GROUPS_2 : (smem) == 4 ? WIDE_KEPT_GROUPS_4 \
-     : (smem) == 8 ? WIDE_KEPT_GROUPS_8 : WIDE_KEPT_GROUPS_16)
+     : WIDE_KEPT_GROUPS_8)
 
 // The kept bits of KEPT groups: the keys above the bucket at bits 4 i + j (group i, key j), those
 // inside it at FIELD + 4 i + j; 32 bits up to 4 groups, 64 up to 8.
@@ -1039,11 +1038,15 @@ __device__ __forceinline__ void wide_barrier() {
 }
 
 // options of the wide kernels (topk_row_wide): bits of their last argument
-static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0
-              && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0 && WIDE_FOLD != WIDE_DIRECT_SUM, "two distinct bits");
+static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EARLY > 0
+              && (WIDE_FOLD & (WIDE_FOLD - 1)) == 0 && (WIDE_DIRECT_SUM & (WIDE_DIRECT_SUM - 1)) == 0
+              && (WIDE_GROUPS & (WIDE_GROUPS - 1)) == 0 && (WIDE_EARLY & (WIDE_EARLY - 1)) == 0
+              && (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_EARLY)
+                     == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_EARLY,
+              "four distinct bits");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
-#define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : (cluster) <= 8 ? 4 : 2)
+#define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
 // The cluster's histograms (`local` in every CTA) summed into `sum` here (4 bins a thread, read back
 // by the same thread only: fast_threshold). Reduce-scatter, then all-gather: CTA `rank` sums its
@@ -1054,19 +1057,21 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && (WIDE_FOLD & (WIDE_FOLD - 
 // histogram was CLUSTER x 16 KB (128 KB at 8, 256 KB at 16), where the SM-to-SM network's bandwidth
 // is far below shared memory's. A pair of CTAs reads the peer's histogram directly (the same 32 KB,
 // no barrier). Call after a wide_barrier that follows the counting; peers read `slice` until the
-// next cluster barrier, and `local` until then too.
+// next cluster barrier, and `local` until then too. The row's CTAs are ranks base .. base + CLUSTER - 1
+// of the launch's cluster (base 0 unless a plan or the row's length puts several rows in one cluster);
+// `rank` is this CTA's within the row.
 template <int CLUSTER>
-__device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank, bool direct) {
+__device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum, int rank, int base, bool direct) {
     if (CLUSTER == 2) {  // own bins from shared memory, the peer's over the network
         const int t = threadIdx.x;
-        const int4 a = reinterpret_cast<const int4*>(local)[t], b = load_peer4(&local[4 * t], rank ^ 1);
+        const int4 a = reinterpret_cast<const int4*>(local)[t], b = load_peer4(&local[4 * t], base + (rank ^ 1));
         reinterpret_cast<int4*>(sum)[t] = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
     } else if (CLUSTER > 2 && direct) {  // every peer's whole histogram (DSV4_TOPK_SUM=direct, for a side-by-side run)
         const int t = threadIdx.x;
         int4 total = make_int4(0, 0, 0, 0);
 #pragma unroll 2  // as dc3d7cd's (more spills on sm_100)
         for (int r = 0; r < CLUSTER; ++r) {
-            const int4 part = load_peer4(&local[4 * t], r);
+            const int4 part = load_peer4(&local[4 * t], base + r);
             total.x += part.x;
             total.y += part.y;
             total.z += part.z;
@@ -1079,7 +1084,8 @@ __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum,
         const int t = threadIdx.x;
         const int peer = t % CLUSTER, g = t / CLUSTER;
         const int group = rank * GROUPS + g;
-        int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group] : load_peer4(&local[4 * group], peer);
+        int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
+                                 : load_peer4(&local[4 * group], base + peer);
 #pragma unroll
         for (int off = 1; off < CLUSTER; off <<= 1) {
             part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
@@ -1092,7 +1098,7 @@ __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum,
         cluster_wait();
         const int owner = t / GROUPS;
         reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
-                                                        : load_peer4(&slice[4 * (t % GROUPS)], owner);
+                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
     }
 }
 
@@ -1115,15 +1121,17 @@ struct __align__(16) WideShared {
     int s_threshold[3];
     int cta_counts[2];                            // keys above the bucket / inside it here (heavy ties)
     int s_first[2];                               // keys above / inside of the CTAs before this one
-    __align__(16) int slice[CLUSTER > 2 ? FAST_BINS / CLUSTER : 4];  // this CTA's slice of the sum (peers read it)
+    // this CTA's slice of the sum (peers read it); the 8-CTA kernel's sized for a row on 4 of its CTAs
+    __align__(16) int slice[CLUSTER > 2 ? FAST_BINS / (CLUSTER == 8 ? 4 : CLUSTER) : 4];
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
 
-// One row (seq_len n > k) by CLUSTER CTAs (this one is `rank`); SMEM: the kernel's WideShared.
+// One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
+// the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
 __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
                                             const int* __restrict__ table_row, int k, int page_size, int options,
-                                            WideShared<SMEM>& s) {
+                                            WideShared<SMEM>& s, int base = 0) {
     const bool fold = options & WIDE_FOLD, direct = options & WIDE_DIRECT_SUM;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -1171,7 +1179,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, direct);
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
     const unsigned int bin = s.s_threshold[0];
     const int above_total = s.s_threshold[1];
@@ -1198,7 +1206,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             __syncthreads();
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
             wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, direct);
+            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
             fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
             narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
         }
@@ -1217,7 +1225,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
                 int4 part[READS];
 #pragma unroll
                 for (int j = 0; j < READS; ++j)
-                    part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], r0 + j) : make_int4(0, 0, 0, 0);
+                    part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], base + r0 + j) : make_int4(0, 0, 0, 0);
 #pragma unroll
                 for (int j = 0; j < READS; ++j) {
                     const int c[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
@@ -1278,8 +1286,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
             int above = 0, in = 0;
             if (t < rank) {
-                above = load_peer(&s.cta_counts[0], t);
-                in = load_peer(&s.cta_counts[1], t);
+                above = load_peer(&s.cta_counts[0], base + t);
+                in = load_peer(&s.cta_counts[1], base + t);
             }
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) {
@@ -1303,7 +1311,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         int slot_inside = first_inside + (int)(before >> 16);
         const auto candidate = [&](int slot, unsigned int e, int column) {
             const uint2 c = make_uint2(e, (unsigned int)column);
-            if (CLUSTER > 1) store_peer2(&s.candidates[slot], 0, c);
+            if (CLUSTER > 1) store_peer2(&s.candidates[slot], base, c);
             else s.candidates[slot] = c;
         };
         // The kept groups: bit 4 i + j of a kind is word 4 (t + 1024 i) + j, so ascending bits are
@@ -1372,6 +1380,21 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // <= solo_up_to (or <= k) are packed one a CTA, and each CTA selects its own row alone exactly as
 // rank 0 does (the same wide_select<1, CLUSTER> with rank 0, so the same bits), with no cluster
 // barrier: the plan never mixes the two kinds in one cluster.
+// WIDE_GROUPS (4- and 8-CTA kernels; the default, DSV4_TOPK_GROUPS=0 for the A/B): a row past solo_up_to takes the fewest
+// CTAs, a power of two up to CLUSTER, whose chunks are <= solo_up_to columns (row_ctas), not always
+// CLUSTER: without a plan ranks 0 .. c - 1 of its cluster (the others exit at once), with one the
+// plan's c entries at ranks base .. base + c - 1 (base a multiple of c, so this CTA's rank in the row
+// is rank % c), beside other rows' groups of the same c in the same cluster. Either way the row is
+// split in the same c chunks by the same code, so planned and unplanned calls write the same bits.
+// The groups of one cluster meet at every cluster barrier (a barrier waits for the non-exited threads
+// of the whole cluster), each reading and writing only its own CTAs' shared memory.
+template <int CLUSTER>
+__device__ __forceinline__ int row_ctas(int n, int up_to) {
+    int c = 2;
+    while (c < CLUSTER && (((n + c - 1) / c + 3) & ~3) > up_to) c <<= 1;
+    return c;
+}
+
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, long long columns,
                                               const int* __restrict__ seq_lens, const int* __restrict__ page_table,
@@ -1382,11 +1405,16 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     const int t = threadIdx.x;
     const int rank = CLUSTER > 1 ? (int)blockIdx.x : 0;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    const bool planned = CLUSTER > 1 && work != nullptr;
+    // WIDE_EARLY (one-wave grids of the cluster kernels, which the host launches with PDL; opt-in,
+    // DSV4_TOPK_EARLY=1): the next kernel on the stream may be scheduled on the SMs this grid leaves
+    // free now, and run up to its own pdl_wait() (which returns only once this grid has finished and
+    // its writes are visible): its CTAs start and zero their histograms while this one selects.
+    if (CLUSTER > 1 && (options & WIDE_EARLY)) pdl_launch_dependents();
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
-    // logits and the metadata are final. No launch_dependents here: a grid of several waves keeps
+    // logits and the metadata are final. No launch_dependents otherwise: a grid of several waves keeps
     // its SMs for itself.
     pdl_wait();
-    const bool planned = CLUSTER > 1 && work != nullptr;
     // (row, seq_len) pairs: one 8-byte load, not a load of the row and then one of its seq_len
     const int2 entry = planned ? reinterpret_cast<const int2*>(work)[blockIdx.y * CLUSTER + rank]
                                : make_int2((int)blockIdx.y, 0);
@@ -1407,6 +1435,23 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
         if (owner) wide_select<1, CLUSTER>(row, n, 0, out_row, table_row, k, page_size, 0, s);
         return;
     }
+    if constexpr (CLUSTER >= 4) {  // wide<2>'s rows take 2 CTAs whatever the option
+        if (options & WIDE_GROUPS) {
+            const int c = row_ctas<CLUSTER>(n, solo_up_to);  // the same in every CTA of the row
+            if (!planned && rank >= c) return;                // before any barrier
+            const int in_row = rank & (c - 1), base = rank - in_row;
+            if (c == 2) {
+                wide_select<2, CLUSTER>(row, n, in_row, out_row, table_row, k, page_size, options, s, base);
+                return;
+            }
+            if constexpr (CLUSTER == 8) {
+                if (c == 4) {
+                    wide_select<4, CLUSTER>(row, n, in_row, out_row, table_row, k, page_size, options, s, base);
+                    return;
+                }
+            }
+        }
+    }
     wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
 }
 
@@ -1414,7 +1459,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.
 #if __CUDA_ARCH__ >= 900
-#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 || (cluster) == CLUSTER16 ? 2 : 1)
+#define TOPK_WIDE_MIN_BLOCKS(cluster) ((cluster) == 1 ? 2 : 1)
 #else
 #define TOPK_WIDE_MIN_BLOCKS(cluster) 1
 #endif
@@ -1433,13 +1478,6 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_
                            long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
                            int options, const int* work) {
 #if __CUDA_ARCH__ >= 900
-    // 16 CTAs (non-portable) run on Hopper only (the host offers them on compute capability 9.x
-    // alone): elsewhere a trap, as the clusters before sm_90 (at 32 registers the body spilled 40
-    // bytes on sm_100 once the row came from a work list)
-    if (CLUSTER == CLUSTER16 && __CUDA_ARCH__ >= 1000) {
-        __trap();
-        return;
-    }
     topk_row_wide<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
                            solo_up_to, options, work);
 #else

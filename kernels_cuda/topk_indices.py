@@ -1,7 +1,7 @@
 """CUDA `topk_indices` (topk_indices.cu), routed by the tensor's width: up to FAST_COLUMNS columns
 (16-byte aligned rows) one CTA a row with the row in registers (`dsv4_topk_indices_fast`); wider
 tensors, and more such rows than one wave, in one launch of `dsv4_topk_indices_wide` (one CTA a row,
-or a thread-block cluster of 2, 4, 8 or 16 CTAs), which routes each row by its own seq_len on the device:
+or a thread-block cluster of 2, 4 or 8 CTAs), which routes each row by its own seq_len on the device:
 rows <= k the plain copy, rows up to SOLO_COLUMNS (within a CTA's chunk buffer) selected by the
 cluster's rank 0 alone, longer ones split over the cluster, each chunk read once into shared memory
 and selected with the fast kernel's coarse histogram and candidate ranking (docs/perf-notes.md,
@@ -11,8 +11,10 @@ one-launch routing), `wide` sends every shape to the wide kernels (no fast kerne
 cluster kernel with its three-digit radix, `v2` to the older register kernel. DSV4_TOPK_SOLO=0 turns
 the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
 instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
-histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=1
-lets 262144-wide rows take 16-CTA clusters (off by default: slower on the H200).
+histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_GROUPS=0
+gives every row past the solo bound the launch's whole cluster (by default the 4- and 8-CTA kernels
+give it the fewest CTAs whose chunks fit the bound, WIDE_GROUPS); DSV4_TOPK_EARLY=1 (opt-in) lets a
+one-wave cluster launch schedule the next kernel at its start.
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
 a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
@@ -20,7 +22,6 @@ device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work
 
 import functools
 import os
-import warnings
 
 import torch
 
@@ -30,24 +31,15 @@ from kernels_cuda._loader import launch
 
 THREADS = 1024
 CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
-# Hopper runs clusters of 16 CTAs when the kernel opts in (non-portable). DSV4_TOPK_CLUSTER16=1 (read
-# at each call) lets the wide kernel take them for rows whose chunk at 8 CTAs fits shared memory once
-# an SM and at 16 twice (64 x 262144: 1024 CTAs of 16384 columns, two an SM, instead of 512 of 32768
-# one an SM). Off by default: on the H200 at 57b2bc9 at most ~14 such clusters were resident, and 8-CTA
-# clusters ran 64 x 262144 in 74.2 us against 79.4 and the mixed batch in 38.4 against 46.6.
-CLUSTER16 = 16
-NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
 
 
 def wide_static_shared(cluster):
     """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and, from 4 CTAs, a
-    slice of 16 KB / cluster (tests/test_cuda_topk.py checks it against the compiled kernels)."""
-    return 34208 + (16384 // cluster if cluster > 2 else 16)
+    slice of 16 KB / cluster (16 KB / 4 at 8: its rows may take 4 of its CTAs, WIDE_GROUPS)
+    (tests/test_cuda_topk.py checks it against the compiled kernels)."""
+    return 34208 + (16384 // (4 if cluster == 8 else cluster) if cluster > 2 else 16)
 
 
-# The wide kernels' chunk that fits twice an SM at 16 CTAs: 2 x (4 x (chunk + 4) + the static shared
-# memory + 1024 bytes the driver reserves a CTA) <= 228 KB
-WIDE_TWO_PER_SM_CHUNK = ((228 * 1024) // 2 - 1024 - wide_static_shared(CLUSTER16)) // 4 - 4
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB, wide: 34 KB, static)
 TWO_PER_SM_CHUNK = 20480  # up to here two CTAs can share an SM (2 x (80 + 25) KB; 32 registers x 2048 threads)
 # CTAs per SM the split may count on when it doubles the cluster. The H200 run (perf-notes, top-k)
@@ -78,15 +70,16 @@ WIDE1_TWO_PER_SM_COLUMNS = 16384
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
-WIDE_FOLD, WIDE_DIRECT_SUM = 1, 2  # the wide kernels' options (bits of their last argument)
+# the wide kernels' options (bits of their last argument)
+WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
-# 64: chunks of 32768 whole), 16 none (32 registers: the kept bits spilled it).
-WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
+# 64: chunks of 32768 whole).
+WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8}
 
 # topk_indices.cu's compile-time constants: defined above only, passed by the loader as -D options
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
-           "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "CLUSTER16": CLUSTER16,
+           "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
 # the kernels' parameters, checked by the loader's launch()
@@ -107,18 +100,13 @@ def chunk_columns(columns, cluster):
 def cluster_size(batch, columns, sms, clusters=CLUSTERS, ctas_per_sm=None):
     """CTAs per row: the fewest whose chunks fit shared memory, doubled while all CTAs are still
     resident at once (one per SM, or two when ctas_per_sm allows and the chunk's shared memory
-    fits twice) and the chunks stay long enough, up to the portable 8; then 16 (where `clusters`
-    has it) for rows whose 8 chunks each need an SM to themselves and 16 chunks fit twice."""
+    fits twice) and the chunks stay long enough, up to the largest in `clusters`."""
     fitting = [c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK]
     if not fitting:
         raise ValueError(f"topk_indices (CUDA): rows of {columns} columns exceed {clusters[-1] * MAX_CHUNK} "
                          f"on this GPU (thread-block clusters need sm_90+)")
     cluster = fitting[0]
-    portable = max(c for c in clusters if c <= CLUSTERS[-1])
-    if cluster == portable and CLUSTER16 in clusters and (
-            chunk_columns(columns, cluster) > WIDE_TWO_PER_SM_CHUNK >= chunk_columns(columns, CLUSTER16)):
-        return CLUSTER16
-    while cluster < portable:
+    while cluster < clusters[-1]:
         chunk = chunk_columns(columns, cluster * 2)
         per_sm = CTAS_PER_SM if ctas_per_sm is None else ctas_per_sm
         resident = sms * (2 if per_sm >= 2 and chunk <= TWO_PER_SM_CHUNK else 1)
@@ -130,9 +118,9 @@ def cluster_size(batch, columns, sms, clusters=CLUSTERS, ctas_per_sm=None):
 
 @functools.lru_cache(maxsize=None)
 def _device(device_index):
-    """(SMs, the cluster sizes the GPU runs): clusters are sm_90+, 16 CTAs on Hopper only."""
+    """(SMs, the cluster sizes the GPU runs): clusters are sm_90+."""
     props = torch.cuda.get_device_properties(device_index)
-    clusters = CLUSTERS + ((CLUSTER16,) if props.major == 9 else ()) if props.major >= 9 else CLUSTERS[:1]
+    clusters = CLUSTERS if props.major >= 9 else CLUSTERS[:1]
     return props.multi_processor_count, clusters
 
 
@@ -158,9 +146,8 @@ _opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
 
 
 def _two_per_sm(kernel, device):
-    """Kernels the host runs two CTAs an SM (wide1, wide<16>) ask for the largest shared-memory carveout
-    (the driver's own pick is a hint it may size for one CTA), and a cluster of 16 CTAs, past the
-    portable 8, is opted in; once per kernel (driver attributes)."""
+    """A kernel the host runs two CTAs an SM (wide1) asks for the largest shared-memory carveout (the
+    driver's own pick is a hint it may size for one CTA); once per kernel (a driver attribute)."""
     fn = _loader.kernel("topk_indices.cu", kernel, device)
     if fn.ptr not in _attributes_set:
         from cupy_backends.cuda.api import driver
@@ -168,23 +155,44 @@ def _two_per_sm(kernel, device):
             driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
         except driver.CUDADriverError:
             pass
-        if kernel == f"dsv4_topk_indices_wide<{CLUSTER16}>":
-            driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         _attributes_set.add(fn.ptr)
 
 
 _attributes_set = set()  # kernel pointers _two_per_sm has set up
-_no_cluster16 = set()  # devices whose driver refused a 16-CTA cluster launch: 8 CTAs there from then on
+
+
+def row_ctas(n, cluster, up_to):
+    """CTAs of a row of seq_len n past `up_to` in a WIDE_GROUPS launch of `cluster` CTAs (row_ctas in
+    topk_indices.cu): the fewest, a power of two from 2 up to cluster, whose chunks are <= up_to."""
+    c = 2
+    while c < cluster and chunk_columns(n, c) > up_to:
+        c *= 2
+    return c
+
+
+def groups_up_to(batch, columns, cluster, sms, clusters):
+    """The longest chunk a WIDE_GROUPS launch gives a row's CTA (its solo bound too): MAX_CHUNK where the
+    grid is more than a wave and its cluster size the fewest whose chunks fit (as few CTAs a row as the
+    chunk buffer allows, so more rows run at once), else the launch's own chunk (a grid of one wave, or
+    rows split further for latency, keep chunks no longer than the widest row's: 1 x 65536 stays on 8
+    CTAs of 8192)."""
+    fewest = next(c for c in clusters if chunk_columns(columns, c) <= MAX_CHUNK)
+    return MAX_CHUNK if cluster == fewest and batch * cluster > sms else chunk_columns(columns, cluster)
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
-             direct_sum=False):
+             direct_sum=False, groups=True, groups_bound=0, early=False):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
     kernels, () for v2. aligned: rows start 16-byte aligned; sms, clusters: as _device; choice,
-    many_rows, solo, fold, direct_sum: the DSV4_TOPK_KERNEL, DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO
-    (columns; 0 = off), DSV4_TOPK_FOLD and DSV4_TOPK_SUM settings."""
+    many_rows, solo, fold, direct_sum, groups, groups_bound, early: the DSV4_TOPK_KERNEL,
+    DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO (columns; 0 = off), DSV4_TOPK_FOLD, DSV4_TOPK_SUM,
+    DSV4_TOPK_GROUPS, DSV4_TOPK_GROUPS_BOUND and DSV4_TOPK_EARLY settings (groups, the default: rows
+    sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
+    the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
+    early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
+    start, WIDE_EARLY)."""
     narrow = columns <= FAST_COLUMNS
     if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
                                                                         many_rows):
@@ -205,7 +213,7 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
         vecs = next((v for v in REGS_VECS if 4 * THREADS * v >= columns), REGS_VECS[-1])
         return [(f"dsv4_topk_indices_regs<{vecs}>", (batch,), 0, False, ())]
     if choice not in ("fast", "split", "wide"):  # the cluster kernel and its three-digit radix (up to 8 CTAs)
-        cluster = cluster_size(batch, columns, sms, tuple(c for c in clusters if c <= CLUSTERS[-1]))
+        cluster = cluster_size(batch, columns, sms, clusters)
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         return runs + [(kernel, (cluster, batch), 4 * (chunk_columns(columns, cluster) + 4), False, (skip_up_to,))]
     cluster = cluster_size(batch, columns, sms, clusters)
@@ -215,12 +223,19 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
     # (never past its chunk buffer; the split path leaves them to the fast kernel)
     kernel = "dsv4_topk_indices_wide1" if cluster == 1 else f"dsv4_topk_indices_wide<{cluster}>"
     solo_up_to = min(solo, chunk) if cluster > 1 and choice != "split" and solo > 0 else -1
-    # runs from the peers' histograms up to 8 CTAs; at 16 (rank 15 would read up to 15 peers' bins past
-    # the threshold, ~57 KB over the SM-to-SM network) the counts are exchanged at a cluster barrier
-    options = WIDE_FOLD * (fold and cluster <= CLUSTERS[-1]) | WIDE_DIRECT_SUM * direct_sum
+    options = WIDE_FOLD * fold | WIDE_DIRECT_SUM * direct_sum
+    if groups and solo_up_to > 0:
+        # rows up to groups_up_to alone, longer ones on the fewest CTAs whose chunks fit that bound; the
+        # chunk buffer holds the longest (a chunk of the widest row, or the bound)
+        solo_up_to = (min(MAX_CHUNK, groups_bound) & ~3 if groups_bound > 0
+                      else groups_up_to(batch, columns, cluster, sms, clusters))
+        shared = 4 * (max(chunk, solo_up_to) + 4)
+        options |= WIDE_GROUPS
     # after the fast kernel (split), or a grid of one wave: scheduled while the kernel before runs
     # (it waits before reading)
     pdl = bool(runs) or batch * cluster <= sms
+    if early and batch * cluster <= sms and cluster > 1:  # one wave: nothing waits for its SMs
+        options |= WIDE_EARLY
     extra = (skip_up_to, solo_up_to, options) + ((None,) if cluster > 1 else ())  # work: none (device routing)
     return runs + [(kernel, (cluster, batch), shared, pdl, extra)]
 
@@ -231,33 +246,33 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="w
 # alone (64 rows mixed to 262144: 64 places of 8 CTAs). The plan packs those rows one a CTA (8 to a
 # place: 35 places), keeps each long row's cluster as it was, and orders the places longest first
 # (docs/perf-notes.md, "Seventh session: top-k rows of mixed lengths"): the same kernel, cluster
-# size and per-row code, so the same bits. DSV4_TOPK_ROUTE=device (read at each call) ignores a
-# plan's work list: the A/B switch.
+# size and per-row code, so the same bits. By default (DSV4_TOPK_GROUPS) a long row takes row_ctas CTAs
+# (2, 4 or 8 by its length, as the device routing gives it), and rows of the same count share a
+# place (docs/topk-s9b.md). DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list:
+# the A/B switch.
 
 
-def work_list(lens, cluster, solo_up_to, k):
-    """The plan's [places, cluster] rows (-1: none): each row longer than max(solo_up_to, k) fills a
-    place of its own (every entry its row), the others are packed `cluster` a place, longest first;
-    places in decreasing order of the columns one of their CTAs holds (a long row's chunk, a pack's
-    longest row; ties by first row), so the longest finish under the rest (longest processing time
-    first; every place pays the same fixed chain)."""
+def work_list(lens, cluster, solo_up_to, k, groups=False):
+    """The plan's [places, cluster] rows (-1: none). A row takes c CTAs: 1 up to max(solo_up_to, k),
+    else the cluster (row_ctas with `groups`); rows of the same c are packed cluster / c a place, c
+    consecutive entries each (a long row at 8 of 8 fills its place), longest first; places in
+    decreasing order of the columns one of their CTAs holds (a row's chunk at its c, a solo row's
+    length, 0 for a copy; ties by first row), so the longest finish under the rest (longest
+    processing time first; every place pays the same fixed chain)."""
     alone = max(solo_up_to, k)
     lens = [int(n) for n in lens]
-    places = [(chunk_columns(n, cluster), [b] * cluster) for b, n in enumerate(lens) if n > alone]
-    short = sorted((b for b, n in enumerate(lens) if n <= alone), key=lambda b: (-lens[b], b))
-    for i in range(0, len(short), cluster):
-        pack = short[i:i + cluster]
-        places.append((lens[pack[0]] if lens[pack[0]] > k else 0, pack + [-1] * (cluster - len(pack))))
+    by_ctas = {}  # c -> [(columns a CTA holds, row)]
+    for b, n in enumerate(lens):
+        c = 1 if n <= alone else row_ctas(n, cluster, solo_up_to) if groups else cluster
+        by_ctas.setdefault(c, []).append((chunk_columns(n, c) if c > 1 else n if n > k else 0, b))
+    places = []
+    for c, rows in by_ctas.items():
+        rows.sort(key=lambda r: (-r[0], -lens[r[1]], r[1]))
+        for i in range(0, len(rows), cluster // c):
+            pack = [b for _, b in rows[i:i + cluster // c] for _ in range(c)]
+            places.append((rows[i][0], pack + [-1] * (cluster - len(pack))))
     places.sort(key=lambda p: (-p[0], min(b for b in p[1] if b >= 0)))
     return [rows for _, rows in places]
-
-
-def _clusters(device_index, env):
-    """(SMs, the cluster sizes this call may use): _device's, less 16 unless switched on (and not refused)."""
-    sms, clusters = _device(device_index)
-    if env.get("DSV4_TOPK_CLUSTER16", "0") != "1" or device_index in _no_cluster16:
-        clusters = tuple(c for c in clusters if c != CLUSTER16)
-    return sms, clusters
 
 
 def _launches_from_env(batch, columns, aligned, sms, clusters, env):
@@ -266,22 +281,27 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     many_rows=env.get("DSV4_TOPK_MANY_ROWS", "wide"),
                     solo=int(env.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
                     fold=env.get("DSV4_TOPK_FOLD", "1") != "0",
-                    direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct")
+                    direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
+                    groups=env.get("DSV4_TOPK_GROUPS", "1") != "0",
+                    groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
+                    early=env.get("DSV4_TOPK_EARLY", "0") == "1")
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):
     """The cluster launch that a call on rows of these lengths makes when its logits are as wide as
-    the longest row, and its work list: ((cluster, solo_up_to), rows), or None where that call is no
-    single cluster launch (narrow rows, split, the older kernels: nothing to pack)."""
+    the longest row, and its work list: ((cluster, solo_up_to, groups), rows), or None where that call is
+    no single cluster launch (narrow rows, split, the older kernels: nothing to pack); groups: the
+    launch sizes rows by their length (WIDE_GROUPS)."""
     if not len(lens):
         return None
     runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
     if len(runs) != 1 or not runs[0][0].startswith("dsv4_topk_indices_wide<"):
         return None
-    _, (cluster, _), _, _, (skip_up_to, solo_up_to, _, _) = runs[0]
+    _, (cluster, _), _, _, (skip_up_to, solo_up_to, options, _) = runs[0]
     if skip_up_to != -1:
         return None
-    return (cluster, solo_up_to), work_list(lens, cluster, solo_up_to, k)
+    groups = bool(options & WIDE_GROUPS)
+    return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups)
 
 
 def _metadata(seq_lens, page_table, k, page_size):
@@ -299,15 +319,15 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     # CPU metadata plans for the current GPU (none: nothing to route, the calls route on the device)
     device_index = (plan.device.index if plan.device.type == "cuda"
                     else torch.cuda.current_device() if torch.cuda.is_available() else None)
-    route = plan_route(lens, k, *_clusters(device_index, os.environ)) if device_index is not None else None
+    route = plan_route(lens, k, *_device(device_index)) if device_index is not None else None
     if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
         # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
-        (cluster, solo_up_to), rows = route
+        (cluster, solo_up_to, groups), rows = route
         work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
                             dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
         if plan.device.type == "cuda":
             work = work.pin_memory().to(plan.device, non_blocking=True)
-        plan.data.update(launch=(cluster, solo_up_to), places=len(rows), work=work)
+        plan.data.update(launch=(cluster, solo_up_to), groups=groups, places=len(rows), work=work)
     else:
         plan.data.update(launch=None)
     return plan
@@ -323,27 +343,17 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
     if layout.batch:
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
-        sms, clusters = _clusters(device_index, os.environ)
+        sms, clusters = _device(device_index)
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
         runs = _planned(runs, plan, sms, logits.device, os.environ.get("DSV4_TOPK_ROUTE", "plan"))
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            if kernel in ("dsv4_topk_indices_wide1", f"dsv4_topk_indices_wide<{CLUSTER16}>"):
+            if kernel == "dsv4_topk_indices_wide1":
                 _two_per_sm(kernel, logits.device)
-            try:
-                launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device,
-                       shared_mem=shared, pdl=pdl)
-            except RuntimeError as err:  # a launch the driver refuses fails here, before anything runs
-                if grid[0] != CLUSTER16 or len(grid) != 2:
-                    raise
-                # A non-portable cluster the GPU (or its partition) cannot co-schedule: the rows take 8
-                # CTAs on this device from now on, and this call is made again that way (every slot of
-                # `out` is written again, so a kernel that ran before this one is harmless)
-                warnings.warn(f"topk_indices (CUDA): {kernel} refused ({err}); 8-CTA clusters on this device")
-                _no_cluster16.add(device_index)
-                return topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size, validate=False, plan=plan)
+            launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
+                   pdl=pdl)
     return out
 
 
@@ -358,7 +368,8 @@ def _planned(runs, plan, sms, device, route):
     if plan["work"].device != device:
         return runs
     kernel, (cluster, _), shared, _, extra = runs[0]
-    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (cluster, extra[1]) != plan["launch"]:
+    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (
+            (cluster, extra[1]) != plan["launch"] or bool(extra[2] & WIDE_GROUPS) != plan["groups"]):
         return runs
     places = plan["places"]
     pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())

@@ -227,25 +227,24 @@ def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
 
 @pytest.mark.parametrize("choice, seq_lens, columns, sms, first", [
     ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "wide1"),
-    ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<16>"),
-    ("fast", [262144, 9000], 262144, 132, "wide<8>"), ("split", [70000, 9000], 70000, 132, "fast<4>"),
+    ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<8>"),
+    ("split", [70000, 9000], 70000, 132, "fast<4>"),
     ("cluster", [70000, 300], 70000, 132, "cluster<"),
     ("v2", [5000, 300], 5000, 132, "regs<2>")], ids=lambda x: str(x))
 def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, columns, sms, first):
     # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, wide1,
-    # wide clusters up to 16, split's two launches, cluster, v2) passes the signature check
+    # wide clusters up to 8, split's two launches, cluster, v2) passes the signature check
     import torch
 
     from harness import inputs
     topk = importlib.import_module("kernels_cuda.topk_indices")
     launched = []
     monkeypatch.setattr(topk, "launch", recording_launch(launched))
-    monkeypatch.setattr(topk, "_device", lambda index: (sms, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_device", lambda index: (sms, (1, 2, 4, 8)))
     monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setenv("DSV4_TOPK_KERNEL", choice)
-    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1" if first == "wide<16>" else "0")  # 16: opt-in
     x = inputs.topk_inputs(seq_lens=seq_lens, columns=columns, k=512, page_size=64, seed=4)
     x.call(topk.topk_indices, validate=False)
     assert launched[0][0].startswith(f"dsv4_topk_indices_{first}"), launched
@@ -258,10 +257,10 @@ def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, c
 
 @pytest.mark.parametrize("route", ["plan", "device"])
 def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route):
-    # the real planner and wrapper on CPU tensors up to the launch (Hopper's 132 SMs and 16-CTA clusters
-    # stubbed, opted in): b64-mixed-to-262144 with its plan is one wide<16> launch of 33 places (30 long rows, 34
-    # short rows packed 16 a place) reading the plan's work list; DSV4_TOPK_ROUTE=device, or no plan, the
-    # device routing's 64 places and no work list
+    # the real planner and wrapper on CPU tensors up to the launch (Hopper's 132 SMs stubbed):
+    # b64-mixed-to-262144 with its plan is one wide<8> launch of 17 places (rows sized by their length,
+    # those of the same CTA count packed) reading the plan's work list; DSV4_TOPK_ROUTE=device, or no
+    # plan, the device routing's 64 places and no work list
     from harness import contract, inputs
     topk = importlib.import_module("kernels_cuda.topk_indices")
     launched = []
@@ -270,7 +269,7 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
         launched.append((expr, grid, args[-1], _loader.launch_values(expr, _loader.signature(name, expr), args)))
 
     monkeypatch.setattr(topk, "launch", launch)
-    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8)))
     monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
@@ -279,13 +278,15 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]
     x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=512, page_size=64, seed=5)
     _, seq_lens, page_table = x.args
-    # by default (8-CTA clusters) the 34 short rows pack 8 a place: 30 + 5 places
-    default = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
-    assert default["launch"] == (8, 16384) and default["places"] == 35
-    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # the 16-CTA opt-in
+    # DSV4_TOPK_GROUPS=0 (every long row on the whole cluster): the 34 short rows pack 8 a place, 30 + 5
+    monkeypatch.setenv("DSV4_TOPK_GROUPS", "0")
+    whole = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
+    assert whole["launch"] == (8, 16384) and not whole["groups"] and whole["places"] == 35
+    monkeypatch.delenv("DSV4_TOPK_GROUPS")  # the default: rows sized by their length
     plan = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
-    assert plan["launch"] == (16, 16384) and plan["places"] == 33 and plan["work"].shape == (33 * 16 * 2,)
-    work = plan["work"].view(33, 16, 2)  # (row, seq_len) a CTA
+    assert plan["launch"] == (8, 40960) and plan["groups"] and plan["places"] == 17
+    assert plan["work"].shape == (17 * 8 * 2,)
+    work = plan["work"].view(17, 8, 2)  # (row, seq_len) a CTA
     rows = work[..., 0].tolist()
     assert sorted(b for place in rows for b in set(place) if b >= 0) == list(range(64))  # each row in one place
     taken = work[..., 0] >= 0
@@ -293,8 +294,8 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     x.call(topk.topk_indices, validate=True, plan=plan)
     x.call(topk.topk_indices, validate=False)
     planned, unplanned = launched
-    assert planned[0] == unplanned[0] == "dsv4_topk_indices_wide<16>"
-    assert planned[1] == ((16, 33) if route == "plan" else (16, 64)) and unplanned[1] == (16, 64)
+    assert planned[0] == unplanned[0] == "dsv4_topk_indices_wide<8>"
+    assert planned[1] == ((8, 17) if route == "plan" else (8, 64)) and unplanned[1] == (8, 64)
     assert (planned[2] is plan["work"]) == (route == "plan") and unplanned[2] is None
     for expr, _, _, values in launched:
         assert len(values) == len(_loader.signature("topk_indices.cu", expr))
@@ -307,24 +308,24 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
 
 
 def test_topk_plan_is_not_used_where_the_logits_width_gives_another_launch(monkeypatch):
-    # a plan is made for logits as wide as the longest row; wider logits that change the cluster size
-    # route on the device (the same bits), with no work list
+    # a plan is made for logits as wide as the longest row; wider logits that change the launch (here
+    # the solo bound: 8 CTAs of 8752 columns for 70000, of 32768 for 262144) route on the device (the
+    # same bits), with no work list
     from harness import inputs
     topk = importlib.import_module("kernels_cuda.topk_indices")
     launched = []
     monkeypatch.setattr(topk, "launch", lambda name, expr, grid, block, args, device, **kw:
                         launched.append((expr, grid, args[-1])))
-    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8, 16)))
+    monkeypatch.setattr(topk, "_device", lambda index: (132, (1, 2, 4, 8)))
     monkeypatch.setattr(topk, "_opt_in", lambda kernel, shared, device: None)
     monkeypatch.setattr(topk, "_two_per_sm", lambda kernel, device: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # 262144-wide logits take 16-CTA clusters (opt-in)
     x = inputs.topk_inputs(seq_lens=[70000, 300, 5000, 600], columns=262144, k=512, page_size=64, seed=6)
     plan = topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)
-    assert plan["launch"][0] == 8 and plan["places"] == 2  # 70000 alone, the three short rows packed
+    assert plan["launch"] == (8, 8752) and plan["places"] == 2  # 70000 alone, the three short rows packed
     x.call(topk.topk_indices, validate=False, plan=plan)
-    assert launched == [("dsv4_topk_indices_wide<16>", (16, 4), None)]
+    assert launched == [("dsv4_topk_indices_wide<8>", (8, 4), None)]
     # rows that each fill a place already (64 x 262144): no work list, whose load would only lengthen every CTA
     x = inputs.topk_inputs(seq_lens=[262144] * 64, columns=262144, k=512, page_size=64, seed=7)
     assert topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)["launch"] is None

@@ -17,9 +17,10 @@ CODE_LO, CODE_HI = 111 << 6, (142 << 6) | 63
 
 
 def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
-    # the bench shapes: one launch of the wide kernel, no fast kernel before it (split keeps that)
+    # the bench shapes: one launch of the wide kernel, no fast kernel before it (split keeps that); rows
+    # on the whole cluster (groups off; the groups' bound and buffer: the tests of rows sized by length)
     for batch, columns in [(1, 65536), (64, 65536), (64, 262144), (64, 16385)]:
-        runs = T.launches(batch, columns, True, *H200)
+        runs = T.launches(batch, columns, True, *H200, groups=False)
         assert len(runs) == 1 and runs[0][0].startswith("dsv4_topk_indices_wide"), runs
         kernel, grid, shared, _, extra = runs[0]
         skip_up_to, solo_up_to, fold = extra[:3]
@@ -31,8 +32,9 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     assert [r[0] for r in split] == ["dsv4_topk_indices_fast<4>", "dsv4_topk_indices_wide<8>"]
     assert split[1][4] == (T.FAST_COLUMNS, -1, 1, None)  # the fast kernel's rows skipped, no solo rows
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
-    assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
-    assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
+    assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == T.WIDE_GROUPS
+    assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == (T.WIDE_FOLD | T.WIDE_DIRECT_SUM
+                                                                            | T.WIDE_GROUPS)
     # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave)
     assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
     assert [r[0] for r in T.launches(256, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
@@ -49,26 +51,29 @@ def row_path(n, k, cluster, skip_up_to, solo_up_to):
     return "cluster"
 
 
-@pytest.mark.parametrize("clusters", [(1, 2, 4, 8), (1, 2, 4, 8, 16)])
+@pytest.mark.parametrize("groups", [True, False])
 @pytest.mark.parametrize("choice", ["fast", "split"])
-def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(choice, clusters):
+def test_every_row_of_a_mixed_batch_is_written_by_one_path_within_its_buffers(choice, groups):
     lens = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)] + [0, 1, 511, 512, 513, 16384, 16385]
+    lens += [40960, 40961, 81921, 163841]  # past the groups' bound at 1, 2 and 4 CTAs
     k = 512
-    runs = T.launches(len(lens), 262144, True, 132, clusters, choice=choice)
+    runs = T.launches(len(lens), 262144, True, 132, (1, 2, 4, 8), choice=choice, groups=groups)
     wide = runs[-1]
-    cluster, (skip_up_to, solo_up_to) = wide[1][0], wide[4][:2]
+    cluster, (skip_up_to, solo_up_to, options) = wide[1][0], wide[4][:3]
     words = wide[2] // 4  # the chunk buffer, in keys
     fast = [r for r in runs if r[0].startswith("dsv4_topk_indices_fast")]
     for n in lens:
         path = row_path(n, k, cluster, skip_up_to, solo_up_to)
         if path == "fast kernel":  # which writes the rows it holds, and leaves the others
             assert fast and n <= 4 * THREADS * 4
-        used = n if path == "solo" else ((-(-n // cluster) + 3) & ~3)  # keys a CTA holds
+        ctas = T.row_ctas(n, cluster, solo_up_to) if options & T.WIDE_GROUPS else cluster
+        used = n if path == "solo" else T.chunk_columns(n, ctas)  # keys a CTA holds
         for shift in range(4):  # the row's 16-byte phase: whole groups of 4 words, key-0 padded
             assert 4 * ((shift + used + 3) >> 2) <= words, (n, path, shift)
         if choice == "fast":
             assert path != "fast kernel"
-            assert (path == "solo") == (k < n <= T.SOLO_COLUMNS), (n, path)
+            bound = T.MAX_CHUNK if groups else T.SOLO_COLUMNS  # the groups' bound: a grid of 8 waves
+            assert (path == "solo") == (k < n <= bound) and solo_up_to == bound, (n, path)
 
 
 def sortable_key(x):
@@ -199,8 +204,8 @@ def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
     return out
 
 
-@pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (16, 16), (1, 8)],
-                         ids=["wide1", "wide2", "wide4", "wide8", "wide16", "solo-in-wide8"])
+@pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (1, 8), (2, 8), (4, 8)],
+                         ids=["wide1", "wide2", "wide4", "wide8", "solo-in-wide8", "2-in-wide8", "4-in-wide8"])
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
 def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, kernel_cluster, data):
     rng = np.random.default_rng(cluster * 10 + kernel_cluster + len(data))
@@ -233,22 +238,7 @@ def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
         assert kernel == f"dsv4_topk_indices_wide<{cluster}>" and cluster in (2, 4, 8)
         groups = T.chunk_columns(columns, cluster) // 4  # 16-byte aligned rows (a shifted one has one more)
         assert -(-groups // THREADS) <= T.WIDE_KEPT_GROUPS[cluster] and 2 * 4 * T.WIDE_KEPT_GROUPS[cluster] <= 64
-    assert 2 * 4 * T.WIDE_KEPT_GROUPS[1] <= 32 and T.WIDE_KEPT_GROUPS[T.CLUSTER16] == 0
-
-
-H200_16 = (132, (1, 2, 4, 8, 16))  # as _device on Hopper
-
-
-def test_rows_whose_chunks_fit_an_sm_once_at_8_ctas_take_16_that_fit_twice():
-    kernel, grid, shared, pdl, extra = T.launches(64, 262144, True, *H200_16)[0]
-    assert kernel == "dsv4_topk_indices_wide<16>" and grid == (16, 64) and not pdl and extra == (-1, 16384, 0, None)
-    assert 2 * (shared + T.wide_static_shared(16) + 1024) <= 228 * 1024  # two an SM
-    assert 2 * ((32768 + 4) * 4 + T.wide_static_shared(8) + 1024) > 228 * 1024  # 8 CTAs: one an SM
-    assert T.launches(64, 262144, True, *H200)[0][0] == "dsv4_topk_indices_wide<8>"  # 16 not offered
-    # shorter rows keep the portable sizes, and the cluster kernel has no 16
-    assert T.launches(1, 65536, True, *H200_16)[0][1] == (8, 1)
-    assert T.launches(64, 65536, True, *H200_16)[0][1] == (2, 64)
-    assert T.launches(64, 262144, True, *H200_16, choice="cluster")[0][0] == "dsv4_topk_indices_cluster<8>"
+    assert 2 * 4 * T.WIDE_KEPT_GROUPS[1] <= 32
 
 
 def test_the_wide_kernels_fit_what_the_host_counts_on():
@@ -257,9 +247,8 @@ def test_the_wide_kernels_fit_what_the_host_counts_on():
     from kernels_cuda import _loader, build
     _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
     res = build.resources(log, lowered)
-    for kernel in ("dsv4_topk_indices_wide<16>", "dsv4_topk_indices_wide1"):
-        assert res[kernel]["registers"] <= 32 and res[kernel]["spill_stores"] == 0, (kernel, res[kernel])
-    for cluster in (2, 4, 8, 16):
+    assert res["dsv4_topk_indices_wide1"]["registers"] <= 32 and res["dsv4_topk_indices_wide1"]["spill_stores"] == 0
+    for cluster in (2, 4, 8):
         assert res[f"dsv4_topk_indices_wide<{cluster}>"]["smem"] == T.wide_static_shared(cluster)
 
 
@@ -277,38 +266,11 @@ def test_every_launch_passes_as_many_arguments_as_its_kernel_takes():
 
     for choice in ("fast", "split", "wide", "cluster", "v2"):
         for batch, columns in [(64, 16384), (256, 16384), (64, 65536), (64, 262144), (1, 65536), (3, 3000)]:
-            for kernel, _, _, _, extra in T.launches(batch, columns, True, *H200_16, choice=choice):
+            for kernel, _, _, _, extra in T.launches(batch, columns, True, *H200, choice=choice):
                 assert parameters(kernel) == 8 + len(extra), (choice, kernel, extra)
 
 
-def test_a_refused_16_cta_launch_falls_back_to_8_for_good(monkeypatch):
-    # where the driver cannot co-schedule a non-portable cluster the call is made again with 8 CTAs
-    # a row, and later calls on that device start there (the launches stubbed: no GPU here)
-    import torch
-
-    from harness import inputs
-    launched = []
-
-    def launch(source, kernel, grid, block, args, device, shared_mem=0, pdl=False):
-        launched.append(grid)
-        if grid[0] == 16:
-            raise RuntimeError("CUDA_ERROR_INVALID_CLUSTER_SIZE")
-
-    monkeypatch.setattr(T, "_device", lambda index: H200_16)
-    monkeypatch.setattr(T, "_opt_in", lambda kernel, shared, device: None)
-    monkeypatch.setattr(T, "_two_per_sm", lambda kernel, device: None)
-    monkeypatch.setattr(T, "launch", launch)
-    monkeypatch.setattr(T, "_no_cluster16", set())
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setenv("DSV4_TOPK_CLUSTER16", "1")  # opt-in since 8-CTA clusters measured faster
-    x = inputs.topk_inputs(seq_lens=[262144, 9000], columns=262144, k=512, page_size=64, seed=1)
-    with pytest.warns(UserWarning, match="8-CTA clusters"):
-        x.call(T.topk_indices, validate=False)
-    x.call(T.topk_indices, validate=False)
-    assert launched == [(16, 2), (8, 2), (8, 2)]
-
-
-@pytest.mark.parametrize("cluster", [4, 8, 16])  # a pair reads the peer's histogram directly
+@pytest.mark.parametrize("cluster", [4, 8])  # a pair reads the peer's histogram directly
 def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
     # wide_sum's reduce-scatter then all-gather, index for index: thread t of CTA `rank` reads group
     # rank * GROUPS + t / cluster of peer t % cluster, lanes of one group added by xor shuffles (the
@@ -334,10 +296,13 @@ def test_the_cluster_histogram_sum_gives_every_cta_every_bin(cluster):
 MIXED = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]  # harness/cases.py's b64-mixed-to-262144
 
 
-def rows_written(lens, k, cluster, solo_up_to, work=None):
-    """topk_row_wide's decisions over a whole grid: row -> [(path, rank)] for every CTA that writes it
-    (cluster y, rank r takes work[y][r], or row y without a work list; rank 0 alone copies or selects
-    a short row without one, its own CTA with one)."""
+def rows_written(lens, k, cluster, solo_up_to, work=None, groups=False):
+    """topk_row_wide's decisions over a whole grid: row -> [(path, CTAs on the row, rank in the row)] for
+    every CTA that writes it (cluster y, rank r takes work[y][r], or row y without a work list; rank 0
+    alone copies or selects a short row without one, its own CTA with one). groups (WIDE_GROUPS): a
+    long row takes row_ctas CTAs, ranks 0 .. c - 1 without a work list (the rest exit), with one the
+    rank in the row is rank % c, and the c CTAs of the row must be ranks base .. base + c - 1 with
+    base a multiple of c (the kernel's assumption, asserted here)."""
     places = work if work is not None else [[b] * cluster for b in range(len(lens))]
     written = {}
     for rows in places:
@@ -348,22 +313,31 @@ def rows_written(lens, k, cluster, solo_up_to, work=None):
             owner = work is not None or rank == 0
             n = lens[b]
             path = "copy" if n <= k else "solo" if n <= solo_up_to else "cluster"
-            if path == "cluster" or owner:
-                written.setdefault(b, []).append((path, rank if path == "cluster" else 0))
+            if path != "cluster":
+                if owner:
+                    written.setdefault(b, []).append((path, 1, 0))
+                continue
+            c = T.row_ctas(n, cluster, solo_up_to) if groups and 4 <= cluster <= 8 else cluster
+            if work is None and rank >= c:
+                continue
+            base = rank - rank % c
+            assert rows[base:base + c] == [b] * c, (rows, b, c)  # the row's CTAs, aligned
+            written.setdefault(b, []).append((path, c, rank % c))
     return written
 
 
 @pytest.mark.parametrize("k", [512, 1024, 2048])
 def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_the_device_routing(k):
-    (cluster, solo_up_to), work = T.plan_route(MIXED, k, *H200_16)
-    assert (cluster, solo_up_to) == (16, 16384)
+    # DSV4_TOPK_GROUPS=0: every long row on the whole cluster
+    (cluster, solo_up_to, groups), work = T.plan_route(MIXED, k, *H200, env={"DSV4_TOPK_GROUPS": "0"})
+    assert (cluster, solo_up_to, groups) == (8, 16384, False)
     device = rows_written(MIXED, k, cluster, solo_up_to)
     planned = rows_written(MIXED, k, cluster, solo_up_to, work)
     # every row written by the same path: a short row by one CTA, as rank 0 (the code's rank argument),
-    # a long row by the cluster's ranks 0..15 each once, on the same chunks
+    # a long row by the cluster's ranks 0..7 each once, on the same chunks
     assert planned == device and sorted(planned) == list(range(64))
     long_rows = [b for b, n in enumerate(MIXED) if n > max(solo_up_to, k)]
-    assert len(long_rows) == 30 and len(work) == 30 + -(-(64 - 30) // 16)  # 33 places, not 64
+    assert len(long_rows) == 30 and len(work) == 30 + -(-(64 - 30) // 8)  # 35 places, not 64
     for rows in work:  # a place is one long row in every entry, or short rows only: never both
         if rows[0] in long_rows:
             assert rows == [rows[0]] * cluster
@@ -371,7 +345,7 @@ def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_
             assert all(b < 0 or MIXED[b] <= max(solo_up_to, k) for b in rows) and rows[0] >= 0
     # longest first: the places' CTA columns (a long row's chunk, a pack's longest row) never increase
     cost = [T.chunk_columns(MIXED[r[0]], cluster) if r[0] in long_rows else MIXED[r[0]] for r in work]
-    assert cost == sorted(cost, reverse=True) and cost[0] == T.chunk_columns(262144, 16)
+    assert cost == sorted(cost, reverse=True) and cost[0] == T.chunk_columns(262144, 8)
     # packs take the short rows longest first, each pack's rows in decreasing length
     packs = [b for r in work if r[0] not in long_rows for b in r if b >= 0]
     assert [MIXED[b] for b in packs] == sorted((n for n in MIXED if n <= max(solo_up_to, k)), reverse=True)
@@ -380,30 +354,105 @@ def test_the_topk_plan_packs_the_mixed_batchs_short_rows_and_writes_each_row_as_
 @pytest.mark.parametrize("lens", [[0, 1, 511, 512, 513, 16384, 16385, 262144], [300] * 40 + [70000], [262144] * 20,
                                   [5] * 17])
 def test_a_topk_plan_covers_every_row_once_whatever_the_lengths(lens):
-    route = T.plan_route(lens, 512, *H200_16)
-    if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
-        assert route is None
-        return
-    (cluster, solo_up_to), work = route
-    assert rows_written(lens, 512, cluster, solo_up_to, work) == rows_written(lens, 512, cluster, solo_up_to)
-    assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
+    for env in [{"DSV4_TOPK_GROUPS": "0"}, {}]:
+        route = T.plan_route(lens, 512, *H200, env=env)
+        if max(lens) <= T.FAST_COLUMNS:  # one CTA a row already (the fast kernel or wide1): nothing to plan
+            assert route is None
+            continue
+        (cluster, solo_up_to, groups), work = route
+        assert groups == ("DSV4_TOPK_GROUPS" not in env)  # the default
+        assert (rows_written(lens, 512, cluster, solo_up_to, work, groups)
+                == rows_written(lens, 512, cluster, solo_up_to, groups=groups))
+        assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
 
 
 def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
-    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "split"}) is None
-    assert T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
-    assert T.plan_route([], 512, *H200_16) is None
-    # without 16-CTA clusters (the default, _clusters) the plan is for 8, the call's cluster size then
-    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200)
+    assert T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_KERNEL": "split"}) is None
+    assert T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
+    assert T.plan_route([], 512, *H200) is None
+    # the plan is for the call's cluster size and solo bound: 8 CTAs; the groups' bound by default
+    (cluster, solo_up_to, _), work = T.plan_route(MIXED, 512, *H200)
+    assert cluster == 8 and solo_up_to == T.MAX_CHUNK
+    (cluster, solo_up_to, _), work = T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_GROUPS": "0"})
     assert cluster == 8 and solo_up_to == min(T.SOLO_COLUMNS, T.chunk_columns(262144, 8))
-    # solo rows off: every row > k its own place, the copies packed
-    (cluster, solo_up_to), work = T.plan_route(MIXED, 512, *H200_16, env={"DSV4_TOPK_SOLO": "0"})
+    # solo rows off (and with them the groups): every row > k its own place, the copies packed
+    (cluster, solo_up_to, _), work = T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_SOLO": "0"})
     assert solo_up_to == -1 and len(work) == 63 + 1  # every row > k its own place, row 0 (512 = k) a pack
 
 
+def test_rows_sized_by_length_leave_uniform_batches_as_they_were_and_fit_one_cta_an_sm():
+    # WIDE_GROUPS (the default; DSV4_TOPK_GROUPS=0 off): a row of the launch's widest length keeps the
+    # launch's cluster, so uniform batches split as before; the bound is MAX_CHUNK where the grid is more than a wave of
+    # the fewest CTAs a row that fit, else the launch's chunk (1 x 65536 stays on 8 CTAs of 8192)
+    max_shared = 227 * 1024  # the opt-in limit of a CTA on sm_90
+    for batch, columns, up_to in [(64, 262144, T.MAX_CHUNK), (64, 65536, 32768), (1, 65536, 8192),
+                                  (64, 131072, T.MAX_CHUNK), (8, 262144, 32768)]:
+        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, groups=True)
+        (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200, groups=False)
+        cluster = grid[0]
+        assert (kernel, grid, pdl) == (kernel0, grid0, pdl0) and cluster in (2, 4, 8)
+        assert extra == (-1, up_to, extra0[2] | T.WIDE_GROUPS, None)
+        assert T.row_ctas(columns, cluster, up_to) == cluster  # the widest rows: the same chunks
+        assert shared == 4 * (max(T.chunk_columns(columns, cluster), up_to) + 4) >= shared0
+        assert shared + T.wide_static_shared(cluster) <= max_shared
+    assert T.launches(batch, columns, True, *H200) == T.launches(batch, columns, True, *H200, groups=True)
+    # the split path keeps its routing
+    assert T.launches(64, 262144, True, *H200, choice="split", groups=True)[1][4] == (T.FAST_COLUMNS, -1, 1, None)
+
+
+def test_the_early_trigger_is_a_bit_of_the_one_wave_cluster_launches_only():
+    # DSV4_TOPK_EARLY (WIDE_EARLY): one-wave grids only (1 x 65536, 64 x 65536), launched with PDL; the
+    # same launch otherwise
+    for batch, columns in [(64, 262144), (1, 65536), (64, 65536), (64, 131072), (256, 16384)]:
+        (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, early=True)
+        (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200)
+        assert (kernel, grid, shared, pdl, extra[:2], extra[3:]) == (kernel0, grid0, shared0, pdl0, extra0[:2],
+                                                                      extra0[3:])
+        one_wave = grid[0] > 1 and batch * grid[0] <= 132
+        assert extra[2] == extra0[2] | T.WIDE_EARLY * one_wave and one_wave == pdl == (columns == 65536)
+
+
+def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
+    # the mixed bench batch at 8 CTAs, bound 40960: 17K and 34K rows alone, 66K on 2, 132K on 4, 262144 on 8
+    (kernel, grid, shared, _, (_, up_to, options, _)), = T.launches(64, 262144, True, *H200, groups=True)
+    assert up_to == 40960 and options & T.WIDE_GROUPS
+    ctas = {n: 1 if n <= up_to else T.row_ctas(n, 8, up_to) for n in MIXED if n > 512}
+    assert {n for n, c in ctas.items() if c == 1} == {n for n in MIXED if 512 < n <= 34840}
+    assert {c for n, c in ctas.items() if 65795 <= n <= 67645} == {2}
+    assert {c for n, c in ctas.items() if 131368 <= n <= 133218} == {4}
+    assert ctas[262144] == 8
+    for n, c in ctas.items():  # the fewest: one step fewer would not fit
+        assert T.chunk_columns(n, c) <= up_to and (c <= 2 or T.chunk_columns(n, c // 2) > up_to)
+    assert T.row_ctas(10 ** 6, 8, up_to) == 8  # never past the cluster
+    # DSV4_TOPK_GROUPS_BOUND: another bound (a multiple of 4, at most MAX_CHUNK), the buffer sized for it
+    for bound, expected in [(32768, 32768), (30001, 30000), (10 ** 6, T.MAX_CHUNK)]:
+        (_, _, shared, _, (_, up_to, _, _)), = T.launches(64, 262144, True, *H200, groups=True, groups_bound=bound)
+        assert up_to == expected and shared == 4 * (max(32768, expected) + 4)
+    (_, up_to, _), work = T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_GROUPS": "1",
+                                                               "DSV4_TOPK_GROUPS_BOUND": "32768"})
+    assert up_to == 32768 and rows_written(MIXED, 512, 8, up_to, work, True) == rows_written(MIXED, 512, 8, up_to,
+                                                                                                groups=True)
+
+
+@pytest.mark.parametrize("k", [512, 1024])
+def test_the_topk_plan_packs_rows_of_the_same_cta_count_and_writes_each_row_as_the_device_routing(k):
+    (cluster, up_to, groups), work = T.plan_route(MIXED, k, *H200, env={"DSV4_TOPK_GROUPS": "1"})
+    assert (cluster, up_to, groups) == (8, 40960, True)
+    planned = rows_written(MIXED, k, cluster, up_to, work, groups)  # asserts every row's CTAs aligned
+    assert planned == rows_written(MIXED, k, cluster, up_to, groups=groups) and sorted(planned) == list(range(64))
+    ctas = [{len(planned[b]) if planned[b][0][0] == "cluster" else 1 for b in rows if b >= 0} for rows in work]
+    assert all(len(c) == 1 for c in ctas)  # one CTA count a place
+    # 6 rows on 8, 6 on 4 (two a place), 6 on 2 (four a place), 46 alone or copies (eight a place)
+    assert sorted(c for (c,) in ctas) == [1] * 6 + [2] * 2 + [4] * 3 + [8] * 6 and len(work) == 17
+    cost = [T.chunk_columns(MIXED[r[0]], c) if c > 1 else MIXED[r[0]] for r, (c,) in zip(work, ctas)]
+    assert cost == sorted(cost, reverse=True)  # longest first
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("groups", ["0", "1"])
 @pytest.mark.parametrize("k", [512, 1024, 2048])
-def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k):
+def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypatch, k, groups):
+    monkeypatch.setenv("DSV4_TOPK_GROUPS", groups)  # rows sized by their length (1) or not
     # on the GPU (no check case has rows to pack): the mixed bench batch and the path boundaries, with
     # the plan's work list, with DSV4_TOPK_ROUTE=device and without a plan: the same bits, and the k
     # largest of each row (as the torch backend's set; random normal logits, no ties at the cut)
@@ -428,7 +477,7 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch, columns, k", [(1, 65536, 512), (64, 65536, 512), (64, 65536, 2048), (64, 262144, 512),
                                                (40, 70001, 1024)])
-def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(monkeypatch, batch, columns, k):
     # every slot, order included, as wide_model places it (the kept bits of wide<2>/<4>/<8>, and the
     # later groups of 70001-column rows at 2 CTAs: chunks of 35004, threads with a 9th group, rows at
     # every 16-byte phase); the page table is the identity, so the output is the raw column. Rows
@@ -436,9 +485,10 @@ def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
     # logits: nearly always).
     import torch
     device_index = torch.cuda.current_device()
-    sms, clusters = T._clusters(device_index, {})
+    sms, clusters = T._device(device_index)
     (kernel, grid, *_), = T.launches(batch, columns, columns % 4 == 0, sms, clusters)
     assert kernel.startswith("dsv4_topk_indices_wide")
+    monkeypatch.delenv("DSV4_TOPK_GROUPS", raising=False)
     generator = torch.Generator(device="cuda").manual_seed(columns + k)
     logits = torch.randn(batch, columns, generator=generator, device="cuda")
     assert logits.data_ptr() % 16 == 0  # row b starts at phase b * columns % 4
@@ -456,3 +506,52 @@ def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
         modelled += 1
         assert np.array_equal(out[b], expected), (b, kernel)
     assert modelled >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("planned", [False, True])
+def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypatch, planned):
+    # WIDE_GROUPS (the default) on the mixed bench lengths (and a few more): every row's slots, order
+    # included, as wide_model places it on row_ctas CTAs of the 8-CTA kernel (a row on 2 or 4 CTAs
+    # at ranks base .. base + c - 1 of a cluster, with the plan beside other rows); identity page table
+    import torch
+    monkeypatch.setenv("DSV4_TOPK_GROUPS", "1")
+    lens = MIXED + [40960, 40961, 81920, 81921, 163840, 163841, 262143]
+    columns, k = 262144, 512
+    sms, clusters = T._device(torch.cuda.current_device())
+    (kernel, grid, _, _, (_, up_to, options, _)), = T.launches(len(lens), columns, True, sms, clusters, groups=True)
+    assert kernel == "dsv4_topk_indices_wide<8>" and options & T.WIDE_GROUPS
+    generator = torch.Generator(device="cuda").manual_seed(9)
+    logits = torch.randn(len(lens), columns, generator=generator, device="cuda")
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    page_table = torch.arange(columns // 64, dtype=torch.int32, device="cuda").repeat(len(lens), 1)
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64) if planned else None
+    assert not planned or (plan["launch"], plan["groups"]) == ((8, up_to), True)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64, plan=plan).cpu().numpy()
+    rows = logits.cpu().numpy()
+    modelled = set()
+    for b, n in enumerate(lens):
+        if n <= k:
+            continue
+        c = 1 if n <= up_to else T.row_ctas(n, 8, up_to)
+        expected = wide_model(rows[b], n, k, c, b * columns % 4, 8)
+        if expected is not None:
+            modelled.add(c)
+            assert np.array_equal(out[b], expected), (b, n, c)
+    assert modelled == {1, 2, 4, 8}
+
+
+@pytest.mark.gpu
+def test_the_early_trigger_leaves_every_output_bit_as_it_was(monkeypatch):
+    # WIDE_EARLY only lets the next kernel start up to its own wait: the same bits as without it, on
+    # the one-wave shapes it is for and on others (no bit: the same launch), two calls back to back
+    import torch
+
+    from harness import inputs
+    for lens, columns in [([65536], 65536), ([65536] * 64, 65536), (MIXED, 262144), ([70001] * 9, 70001)]:
+        x = inputs.topk_inputs(seq_lens=lens, columns=columns, k=512, page_size=64, seed=len(lens), device="cuda")
+        monkeypatch.setenv("DSV4_TOPK_EARLY", "0")
+        before = x.call(T.topk_indices, k=512)
+        monkeypatch.setenv("DSV4_TOPK_EARLY", "1")  # the next call's kernel overlaps this one's
+        assert torch.equal(x.call(T.topk_indices, k=512), before), len(lens)
+        assert torch.equal(x.call(T.topk_indices, k=512), before), len(lens)
