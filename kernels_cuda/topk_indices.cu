@@ -632,8 +632,10 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 // Two CTAs an SM (32 registers) where the keys leave room: VECS 2 spills at 32 registers, VECS 4 takes 57.
 #define FAST_CTAS_PER_SM(vecs) \
     ((vecs) <= 1 ? FAST_CTAS_PER_SM_1 : (vecs) <= 2 ? FAST_CTAS_PER_SM_2 : FAST_CTAS_PER_SM_4)
-static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
-              "two CTAs an SM (32 registers) for VECS 1 only");
+// FAST_BITS (DSV4_TOPK_FAST=bits): fast_bits_row below, at two CTAs an SM for every VECS
+static_assert(FAST_BITS == 0 || FAST_BITS == 1, "a switch");
+static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 + FAST_BITS && FAST_CTAS_PER_SM_4 == 1 + FAST_BITS,
+              "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
@@ -693,6 +695,40 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     __syncthreads();
 }
 
+// fast_threshold with fewer registers live across its first barrier (fast_bits_row holds 8 words of
+// keys a thread through it at 32 registers): the thread whose four bins hold the threshold reads them
+// again after the barrier instead of keeping them. Same result.
+__device__ __forceinline__ void lean_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int4 v = reinterpret_cast<const int4*>(hist)[t];
+    const int mine = v.x + v.y + v.z + v.w;
+    int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    int before = lane < warp ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+    int above = total - (before + inclusive - mine);  // keys in bins 4t and up
+    if (above >= need && above - mine < need) {  // the threshold bin is one of this thread's four
+        const int4 w = reinterpret_cast<const int4*>(hist)[t];
+        const int count[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            above -= count[e];  // keys in bins past 4t + e
+            if (above < need && above + count[e] >= need) {
+                s[0] = 4 * t + e;
+                s[1] = above;
+                s[2] = count[e];
+            }
+        }
+    }
+    __syncthreads();
+}
 
 // ---- Selection steps of dsv4_topk_indices_fast and dsv4_topk_indices_wide (one copy of each) ----
 
@@ -819,6 +855,195 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
+// ---- FAST_BITS (DSV4_TOPK_FAST=bits): the fast kernel's selection at 32 registers ----
+// SGLang's TopKRegister<4> keeps a 16384-column row in registers at two 1024-thread CTAs an SM (32
+// registers a thread), so 256 rows run in one wave. fast_bits_row does the same with this file's
+// exact, deterministic selection, bitwise the default fast kernel's output (the same bins, slot
+// order and candidate ranking):
+// - the row's keys stay in registers from the load to the counting walk, nothing else does: the
+//   row, output and table pointers are made again where used (32 registers hold 16 keys and the
+//   threshold search's scan);
+// - every key is counted, key 0 (past seq_len) into bin 0, and one atomic takes the padding back out:
+//   no test a key;
+// - one walk over the keys in registers: those above the bucket become bits of one register
+//   (vector i, element j at bit 4 i + j: ascending bits are the thread's column order), those inside
+//   it set bits of another, appended to the candidate buffer after the walk, by the few threads that
+//   have any (an atomic gives the buffer slot; the output slot is the rank by (key, column), so the
+//   buffer's order does not matter);
+// - one block scan of the above bits' counts places them in thread order, visiting set bits only;
+// - the above slots are mapped and the candidates ranked (and mapped) by all threads after one
+//   barrier: no barrier between the ranking and the write-out.
+// Heavy ties (the threshold bin past FAST_CANDIDATES keys) re-read the row (from L2) a vector at a
+// time in each radix pass and in the column-order placement, as the default's radix path.
+
+// a float4's bits
+__device__ __forceinline__ uint4 raw_bits(float4 v) {
+    return make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
+}
+
+// Keys of the raw bits of columns c .. c + 3; those at or past n key 0 (a branch on the vector holding
+// n and those past it only: the other vectors pay no test a key).
+__device__ __forceinline__ uint4 keys_before(uint4 raw, int c, int n) {
+    uint4 q = make_uint4(sortable_key(__uint_as_float(raw.x)), sortable_key(__uint_as_float(raw.y)),
+                         sortable_key(__uint_as_float(raw.z)), sortable_key(__uint_as_float(raw.w)));
+    if (c + 4 > n) {
+        q.x = c < n ? q.x : 0u;
+        q.y = c + 1 < n ? q.y : 0u;
+        q.z = c + 2 < n ? q.z : 0u;
+        q.w = c + 3 < n ? q.w : 0u;
+    }
+    return q;
+}
+
+// The CTA's row index, read afresh (volatile: not kept in a register from one use to the next, so the
+// row pointers made from it are not either)
+__device__ __forceinline__ int fresh_row() {
+    int b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return b;
+}
+
+// The thread's index, read afresh (as fresh_row)
+__device__ __forceinline__ int fresh_thread() {
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+}
+
+template <int VECS>
+__device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, long long columns, int n,
+                                              const int* __restrict__ page_table, long long table_stride,
+                                              int* __restrict__ out, int k, int page_size, int* hist,
+                                              uint2* candidates, int* warp_sums, int* warp_sums2, int* s_threshold,
+                                              int* s_candidates) {
+    const int t = threadIdx.x;
+    const auto row = [&]() { return reinterpret_cast<const float4*>(logits + (long long)fresh_row() * columns); };
+    const auto table_row = [&]() { return page_table + (long long)fresh_row() * table_stride; };
+    const auto out_row = [&]() { return out + (long long)fresh_row() * k; };
+    {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
+        const int last = page_of(n - 1, page_size);
+        if (32 * t < last + 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row() + min(32 * t, last)));
+    }
+    // Every vector that starts before seq_len is one float4 load (it ends within the row: the host
+    // launches this kernel on rows that start 16-byte aligned with `columns` % 4 == 0), all issued
+    // first. The keys are kept as their top 16 bits, two a register (vector i's x and y in top[2 i],
+    // z and w in top[2 i + 1], the first of a pair in the high half): the coarse bins and their bounds
+    // read bits 31..17 only, so the counts and the counting walk are those of the whole keys, and 16
+    // keys take 8 registers through the threshold search. The candidates' whole keys are read again.
+    unsigned int top[2 * VECS];
+    {
+        const float4* src = row();
+        uint4 key[VECS];
+#pragma unroll
+        for (int i = 0; i < VECS; ++i)
+            key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t] : make_float4(0.f, 0.f, 0.f, 0.f));
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            // (the column from a fresh thread index: the compiler would otherwise make the four
+            // vectors' columns early, for the loads, and hold them to here)
+            const uint4 q = keys_before(key[i], 4 * (i * TOPK_THREADS + fresh_thread()), n);
+            top[2 * i] = __byte_perm(q.y, q.x, 0x7632);  // x's bits 31..16, then y's
+            top[2 * i + 1] = __byte_perm(q.w, q.z, 0x7632);
+        }
+    }
+    __syncthreads();  // the histogram is zeroed
+    if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: coarse_bin(0) == 0
+#pragma unroll
+    for (int p = 0; p < 2 * VECS; ++p) {  // coarse_bin reads bits 31..17 of its argument only
+        atomicAdd(&hist[coarse_bin(top[p])], 1);
+        atomicAdd(&hist[coarse_bin(top[p] << 16)], 1);
+    }
+    __syncthreads();
+    lean_threshold(hist, n, k, warp_sums, s_threshold);
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
+    int inside = s_threshold[2];              // keys in the threshold bin
+    int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
+    int* const staging = hist;  // raw columns by output slot (hist's last reads: fast_threshold's first barrier)
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+
+    if (inside <= FAST_CANDIDATES) {
+        // A key is above the bucket iff its top 16 bits are above hi's (hi's low 17 bits are all
+        // ones), at or above it iff they are at or above lo's (lo's are zeros), as the high half of a
+        // word: (top > hi16 << 16 | 0xffff), (top >= from16 << 16). Key 0 (past seq_len) is never
+        // inside: every real key's top 16 bits are at least -inf's, 0x007f.
+        const unsigned int above_word = hi | 0xffffu, from_word = max(lo & 0xffff0000u, 0x10000u);
+        unsigned int above = 0u, in = 0u;
+#pragma unroll
+        for (int p = 0; p < 2 * VECS; ++p) {
+            // (the second key moved up by a byte permute, not the histogram's shift: a common
+            // subexpression would keep 8 more registers live through the threshold search)
+            const unsigned int first = top[p], second = __byte_perm(top[p], 0u, 0x1044);
+            above |= (unsigned int)(first > above_word) << (2 * p) | (unsigned int)(second > above_word) << (2 * p + 1);
+            in |= (unsigned int)(first >= from_word && first <= above_word) << (2 * p) |
+                  (unsigned int)(second >= from_word && second <= above_word) << (2 * p + 1);
+        }
+        if (in != 0u) {  // about 2 % of the threads (the bin's ~25 keys of 16384): whole keys from the row
+            int slot = atomicAdd(s_candidates, __popc(in));
+            const float* src = logits + (long long)fresh_row() * columns;
+            for (unsigned int m = in; m != 0u; m &= m - 1u) {
+                const int bit = __ffs(m) - 1;
+                const int column = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
+                candidates[slot++] = make_uint2(sortable_key(src[column]), column);
+            }
+        }
+        // warp_sums was last read before fast_threshold's second barrier
+        int slot = (int)block_scan_packed((unsigned int)__popc(above), warp_sums, nullptr);
+        for (unsigned int m = above; m != 0u; m &= m - 1u) {
+            const int bit = __ffs(m) - 1;
+            staging[slot++] = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
+        }
+        __syncthreads();  // staging and the candidates are complete
+        {  // the above keys' slots [0, above_total), and the `remaining` best candidates after them;
+           // the counts read again past the barrier (not held in registers through the walks)
+            const int above_total = s_threshold[1], inside = s_threshold[2];
+            write_mapped(out_row(), staging, above_total, table_row(), page_size);
+            rank_candidates(candidates, inside, k - above_total, [&](int rank, int column) {
+                out_row()[above_total + rank] = mapped_paged(table_row(), column, page_size);
+            });
+        }
+        return;
+    }
+
+    // Heavy ties: the default's radix over the bin's key range and its column-order placement, the
+    // keys read again from the row a vector at a time (no key register lives into this branch).
+    const auto keys_of = [&](int i) {
+        return keys_before(raw_bits(row()[i * TOPK_THREADS + t]), 4 * (i * TOPK_THREADS + t), n);
+    };
+    while (inside != remaining && hi != lo) {  // every thread decides the same
+        const int shift = radix_shift(lo, hi);
+        const unsigned int width = hi - lo;
+        __syncthreads();  // the last pass's reads of hist and s_threshold are done
+        reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+        __syncthreads();
+#pragma unroll 1
+        for (int i = 0; i < VECS; ++i)
+            if (4 * (i * TOPK_THREADS + t) < n) count_digit4(keys_of(i), lo, width, shift, hist);
+        __syncthreads();
+        fast_threshold(hist, inside, remaining, warp_sums, s_threshold);
+        narrow_bucket(s_threshold, shift, remaining, inside, lo, hi);
+    }
+    const int first_inside = k - remaining;
+    int above_base = 0, inside_base = 0;
+#pragma unroll 1
+    for (int i = 0; i < VECS; ++i) {
+        const uint4 q = 4 * (i * TOPK_THREADS + t) < n ? keys_of(i) : make_uint4(0u, 0u, 0u, 0u);
+        unsigned int total;
+        const unsigned int before = block_scan_packed(classify4(q, lo, hi), i & 1 ? warp_sums2 : warp_sums, &total);
+        int slot_above = above_base + (int)(before & 0xffffu);
+        int slot_inside = inside_base + (int)(before >> 16);
+        above_base += (int)(total & 0xffffu);
+        inside_base += (int)(total >> 16);
+        place4(q, 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
+               [&](int slot, unsigned int, int column) {
+                   if (slot < remaining) staging[first_inside + slot] = column;
+               });
+    }
+    __syncthreads();
+    write_mapped(out_row(), staging, k, table_row(), page_size);
+}
+
 template <int VECS>
 __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
@@ -830,10 +1055,12 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
+    __shared__ int s_candidates;  // FAST_BITS: candidates appended so far
 
     const int t = threadIdx.x;
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+    if (FAST_BITS && t == 0) s_candidates = 0;
     if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
         pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
         pdl_wait();
@@ -846,6 +1073,11 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         return;
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
+    if (FAST_BITS) {
+        fast_bits_row<VECS>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
+                            warp_sums, warp_sums2, s_threshold, &s_candidates);
+        return;
+    }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
     // an aligned base), so every vector before seq_len's is one float4 load, all issued first.
     const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);

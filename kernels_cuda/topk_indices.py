@@ -69,7 +69,13 @@ MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histogr
 # 4096-bin histogram, so k <= MAX_K holds for it too.
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
-FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # its launch bound a VECS (FAST_CTAS_PER_SM_<VECS> in DEFINES)
+# DSV4_TOPK_FAST=bits (read at import: it picks the compiled code, so the cubin cache keys on it): the
+# fast kernel's kept-bits selection (its counting walk keeps the above keys as bits of one register and
+# appends the threshold-bin keys to the candidates at once; the placing walk visits the set bits only),
+# at two CTAs an SM (32 registers) for every VECS, so 256 x 16384 runs in one wave of it instead of wide1.
+# Output bitwise the default's (the same slot order). Opt-in until measured on the GPU.
+FAST_BITS = int(os.environ.get("DSV4_TOPK_FAST", "") == "bits")
+FAST_CTAS_PER_SM = {1: 2, 2: 1 + FAST_BITS, 4: 1 + FAST_BITS}  # its launch bound a VECS (FAST_CTAS_PER_SM_<VECS>)
 # More rows than the fast kernel runs in one wave (256 x 16384: two waves of one CTA an SM) go to
 # dsv4_topk_indices_wide1 (the row in shared memory, 32 registers on sm_90+): two CTAs an SM while
 # two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast
@@ -88,7 +94,7 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "CLUSTER16": CLUSTER16,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
-           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
+           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_BITS": FAST_BITS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")

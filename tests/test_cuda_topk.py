@@ -224,6 +224,97 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
     assert ran >= 3
 
 
+def fast_bits_model(row, n, k, vecs):
+    """fast_bits_row (DSV4_TOPK_FAST=bits) for one aligned row (k < n <= 4096 vecs), line for line: the
+    keys of vector i = 1024 i + t in registers as top-16-bit pairs (x, y in word 2 i, z, w in 2 i + 1,
+    the first in the high half), all counted with the padding taken out of bin 0, the threshold, the
+    counting walk on the words (bit 4 i + j), the candidates from the row, the above keys placed in
+    thread order over their set bits, the candidates ranked by (key desc, column asc). The output
+    slots' raw columns, or None where the threshold bin holds more than FAST_CANDIDATES keys (the radix
+    path, not modelled). Asserts along the way that the packed words count and classify every key as
+    its whole key does."""
+    keys = np.zeros(4 * THREADS * vecs, np.uint32)
+    keys[:n] = sortable_key(row[:n])
+    q = keys.reshape(vecs, THREADS, 4)  # [i, t, j]: column 4 (1024 i + t) + j
+    pair = lambda a, b: (a & np.uint32(0xFFFF0000)) | (b >> np.uint32(16))  # __byte_perm(b, a, 0x7632)
+    words = np.stack([pair(q[:, :, 0], q[:, :, 1]), pair(q[:, :, 2], q[:, :, 3])], axis=2)  # [i, t, 2]
+    first, second = words, (words << np.uint32(16)).astype(np.uint32)  # the pair's keys, each in the high half
+    hist = np.bincount(np.concatenate([coarse_bin(first).ravel(), coarse_bin(second).ravel()]), minlength=BINS)
+    hist[0] -= 4 * THREADS * vecs - n  # the padding (key 0) counted in bin 0
+    assert np.array_equal(hist, np.bincount(coarse_bin(keys[:n]), minlength=BINS))
+    b, above_total, inside = threshold(hist, k)
+    if inside > CANDIDATES:
+        return None
+    lo, hi = coarse_bin_keys(b)
+    above_word, from_word = hi | 0xFFFF, max(lo & 0xFFFF0000, 0x10000)
+    out = np.full(k, -1, np.int64)
+    # [i, t, j] -> the word's classification, then bit 4 i + j of thread t
+    halves = np.stack([first, second], axis=3).reshape(vecs, THREADS, 4).astype(np.int64)
+    above = halves > above_word
+    inside_bits = (halves >= from_word) & (halves <= above_word)
+    whole = q.astype(np.int64)
+    assert np.array_equal(above, whole > hi) and np.array_equal(inside_bits, (whole >= max(lo, 1)) & (whole <= hi))
+    candidates = []
+    slot = 0
+    for t in range(THREADS):  # the block scan's order
+        bits = sum(int(above[i, t, j]) << (4 * i + j) for i in range(vecs) for j in range(4))
+        while bits:
+            bit = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            out[slot] = 4 * (t + THREADS * (bit >> 2)) + (bit & 3)
+            slot += 1
+        candidates += [4 * (t + THREADS * i) + j for i in range(vecs) for j in range(4) if inside_bits[i, t, j]]
+    assert slot == above_total and len(candidates) == inside
+    ranked = sorted(candidates, key=lambda c: (-int(keys[c]), c))
+    out[above_total:] = ranked[:k - above_total]
+    return out
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf", "zeros"])
+def test_the_fast_kernels_bits_selection_is_the_wide1_model_slot_for_slot(data):
+    # DSV4_TOPK_FAST=bits gives the default's bits: wide_model at one CTA (the same thread-then-column
+    # order of the above keys, the same ranked candidates) and the k largest, lowest column first
+    rng = np.random.default_rng(len(data))
+    ran = 0
+    for n, k, vecs in [(16384, 512, 4), (16384, 1024, 4), (16384, 2048, 4), (16001, 512, 4), (8192, 512, 2),
+                       (5003, 1024, 2), (12289, 512, 4)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        if data == "zeros":  # +0 and -0 at the cut (relu-like scores), keys 0x80000000 and 0x7fffffff
+            row = np.where(row > 0.3, row, np.where(rng.random(n) < 0.5, np.float32(0), np.float32(-0.0)))
+            row = row.astype(np.float32)
+        out = fast_bits_model(row, n, k, vecs)
+        if out is None:
+            continue
+        ran += 1
+        assert np.array_equal(out, wide_model(row, n, k, 1, 0)), (n, k, vecs)
+        keys = sortable_key(row)
+        best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
+        assert sorted(out.tolist()) == sorted(best)
+    assert ran >= 4
+
+
+def test_the_fast_kernels_bits_selection_fits_two_ctas_an_sm_and_takes_256_rows_in_one_wave(monkeypatch):
+    # DSV4_TOPK_FAST=bits (read at import) compiles fast<2>/<4> for two CTAs an SM: 32 registers and no
+    # spill (the row's keys stay in registers), and the host then runs 256 x 16384 on it, not wide1
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    monkeypatch.setattr(T, "DEFINES", {**T.DEFINES, "FAST_BITS": 1, "FAST_CTAS_PER_SM_2": 2, "FAST_CTAS_PER_SM_4": 2})
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_fast<2>", "dsv4_topk_indices_fast<4>"])
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    for kernel, res in build.resources(log, lowered).items():
+        if kernel.startswith("dsv4_topk_indices_fast"):
+            assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, (kernel, res)
+    monkeypatch.setattr(T, "FAST_CTAS_PER_SM", {1: 2, 2: 2, 4: 2})
+    (kernel, grid, _, pdl, extra), = T.launches(256, 16384, True, *H200)
+    assert kernel == "dsv4_topk_indices_fast<4>" and grid == (256,) and pdl and extra == (1,)
+    assert T.launches(265, 16384, True, *H200)[0][0] == "dsv4_topk_indices_wide1"  # past one wave
+
+
 def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
     # the kept bits (WIDE_KEPT_GROUPS) cover a thread's whole share of the chunk at the bench shapes
     # that run the 2-, 4- and 8-CTA kernels, in a mask of 32 bits (wide1) or 64 (the clusters)
@@ -423,6 +514,32 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
     assert torch.equal(planned, unplanned) and torch.equal(planned, device)
     expected = x.call(torch_topk, k=k)
     assert torch.equal(planned.sort(1).values, expected.sort(1).values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, columns, k",
+                         [(64, 16384, 512), (256, 16384, 1024), (64, 16384, 2048), (40, 8192, 512)])
+def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+    # every slot, order included, as fast_bits_model places it (the default fast kernel, wide1 and
+    # DSV4_TOPK_FAST=bits all give these bits; run it once without and once with the switch: it is read
+    # at import); a row ending mid-vector and one ending mid-row; the page table is the identity
+    import torch
+    generator = torch.Generator(device="cuda").manual_seed(columns + k + batch)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    seq_lens = torch.full((batch,), columns, dtype=torch.int32, device="cuda")
+    seq_lens[0], seq_lens[1] = columns - 5, columns // 2 + 3
+    page_table = torch.arange(-(-columns // 64), dtype=torch.int32, device="cuda").repeat(batch, 1)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
+    vecs = next(v for v in T.FAST_VECS if 4 * THREADS * v >= columns)
+    modelled = 0
+    for b in list(range(8)) + [batch - 1]:
+        expected = fast_bits_model(rows[b], lens[b], k, vecs)
+        if expected is None:
+            continue
+        modelled += 1
+        assert np.array_equal(out[b], expected), b
+    assert modelled >= 4
 
 
 @pytest.mark.gpu
