@@ -969,16 +969,16 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
         // word: (top > hi16 << 16 | 0xffff), (top >= from16 << 16). Key 0 (past seq_len) is never
         // inside: every real key's top 16 bits are at least -inf's, 0x007f.
         const unsigned int above_word = hi | 0xffffu, from_word = max(lo & 0xffff0000u, 0x10000u);
-        unsigned int above = 0u, in = 0u;
+        unsigned int above = 0u, at_or_above = 0u;
 #pragma unroll
         for (int p = 0; p < 2 * VECS; ++p) {
             // (the second key moved up by a byte permute, not the histogram's shift: a common
             // subexpression would keep 8 more registers live through the threshold search)
             const unsigned int first = top[p], second = __byte_perm(top[p], 0u, 0x1044);
             above |= (unsigned int)(first > above_word) << (2 * p) | (unsigned int)(second > above_word) << (2 * p + 1);
-            in |= (unsigned int)(first >= from_word && first <= above_word) << (2 * p) |
-                  (unsigned int)(second >= from_word && second <= above_word) << (2 * p + 1);
+            at_or_above |= (unsigned int)(first >= from_word) << (2 * p) | (unsigned int)(second >= from_word) << (2 * p + 1);
         }
+        const unsigned int in = at_or_above & ~above;
         if (in != 0u) {  // about 2 % of the threads (the bin's ~25 keys of 16384): whole keys from the row
             int slot = atomicAdd(s_candidates, __popc(in));
             const float* src = logits + (long long)fresh_row() * columns;

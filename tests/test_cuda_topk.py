@@ -251,7 +251,7 @@ def fast_bits_model(row, n, k, vecs):
     # [i, t, j] -> the word's classification, then bit 4 i + j of thread t
     halves = np.stack([first, second], axis=3).reshape(vecs, THREADS, 4).astype(np.int64)
     above = halves > above_word
-    inside_bits = (halves >= from_word) & (halves <= above_word)
+    inside_bits = (halves >= from_word) & ~above  # at or above the bucket, not above it
     whole = q.astype(np.int64)
     assert np.array_equal(above, whole > hi) and np.array_equal(inside_bits, (whole >= max(lo, 1)) & (whole <= hi))
     candidates = []
