@@ -633,9 +633,10 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 #define FAST_CTAS_PER_SM(vecs) \
     ((vecs) <= 1 ? FAST_CTAS_PER_SM_1 : (vecs) <= 2 ? FAST_CTAS_PER_SM_2 : FAST_CTAS_PER_SM_4)
 // FAST_BITS (DSV4_TOPK_FAST=bits): fast_bits_row below, at two CTAs an SM for every VECS
-static_assert(FAST_BITS == 0 || FAST_BITS == 1, "a switch");
-static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 + FAST_BITS && FAST_CTAS_PER_SM_4 == 1 + FAST_BITS,
-              "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
+// (2, DSV4_TOPK_FAST=half: its coarse bins are those of the score rounded to fp16, as SGLang's)
+static_assert(FAST_BITS >= 0 && FAST_BITS <= 2, "off, bits or half");
+static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 + (FAST_BITS > 0) &&
+              FAST_CTAS_PER_SM_4 == 1 + (FAST_BITS > 0), "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
@@ -903,6 +904,18 @@ __device__ __forceinline__ int fresh_row() {
     return b;
 }
 
+// DSV4_TOPK_FAST=half: two floats' fp16 values (cvt.rn: to nearest, ties to even, as numpy's float16)
+// as order-preserving 16-bit keys, a's in the high half: a half's bits flipped whole when negative,
+// else its sign bit (the sign replicated over each half by a byte permute). Rounding is monotone, so
+// an fp16 key's 4096 bins (key >> 4) are contiguous fp32 key ranges; -0 and +0 stay apart, as in
+// sortable_key, and every real value has a key of at least -inf's 0x03ff (key 0 is the padding).
+__device__ __forceinline__ unsigned int half_keys2(unsigned int a, unsigned int b) {
+    unsigned int h, sign;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(__uint_as_float(a)), "f"(__uint_as_float(b)));
+    asm("prmt.b32 %0, %1, 0, 0xBB99;" : "=r"(sign) : "r"(h));
+    return h ^ (sign | 0x80008000u);
+}
+
 // The thread's index, read afresh (as fresh_row)
 __device__ __forceinline__ int fresh_thread() {
     int t;
@@ -910,7 +923,7 @@ __device__ __forceinline__ int fresh_thread() {
     return t;
 }
 
-template <int VECS>
+template <int VECS, bool HALF>
 __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, long long columns, int n,
                                               const int* __restrict__ page_table, long long table_stride,
                                               int* __restrict__ out, int k, int page_size, int* hist,
@@ -941,17 +954,32 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
         for (int i = 0; i < VECS; ++i) {
             // (the column from a fresh thread index: the compiler would otherwise make the four
             // vectors' columns early, for the loads, and hold them to here)
-            const uint4 q = keys_before(key[i], 4 * (i * TOPK_THREADS + fresh_thread()), n);
-            top[2 * i] = __byte_perm(q.y, q.x, 0x7632);  // x's bits 31..16, then y's
-            top[2 * i + 1] = __byte_perm(q.w, q.z, 0x7632);
+            const int c = 4 * (i * TOPK_THREADS + fresh_thread());
+            if (HALF) {  // fp16 keys, those at or past n key 0
+                top[2 * i] = half_keys2(key[i].x, key[i].y);
+                top[2 * i + 1] = half_keys2(key[i].z, key[i].w);
+                if (c + 4 > n) {
+                    top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
+                    top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
+                }
+            } else {
+                const uint4 q = keys_before(key[i], c, n);
+                top[2 * i] = __byte_perm(q.y, q.x, 0x7632);  // x's bits 31..16, then y's
+                top[2 * i + 1] = __byte_perm(q.w, q.z, 0x7632);
+            }
         }
     }
     __syncthreads();  // the histogram is zeroed
-    if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: coarse_bin(0) == 0
+    if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: its bin is 0
 #pragma unroll
-    for (int p = 0; p < 2 * VECS; ++p) {  // coarse_bin reads bits 31..17 of its argument only
-        atomicAdd(&hist[coarse_bin(top[p])], 1);
-        atomicAdd(&hist[coarse_bin(top[p] << 16)], 1);
+    for (int p = 0; p < 2 * VECS; ++p) {
+        if (HALF) {  // the fp16 key's top 12 bits
+            atomicAdd(&hist[top[p] >> 20], 1);
+            atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
+        } else {  // coarse_bin reads bits 31..17 of its argument only
+            atomicAdd(&hist[coarse_bin(top[p])], 1);
+            atomicAdd(&hist[coarse_bin(top[p] << 16)], 1);
+        }
     }
     __syncthreads();
     lean_threshold(hist, n, k, warp_sums, s_threshold);
@@ -960,15 +988,17 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     int inside = s_threshold[2];              // keys in the threshold bin
     int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
     int* const staging = hist;  // raw columns by output slot (hist's last reads: fast_threshold's first barrier)
-    unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    unsigned int lo, hi;  // HALF: set for the heavy ties only (below)
+    if (!HALF) coarse_bin_keys(bin, &lo, &hi);
 
     if (inside <= FAST_CANDIDATES) {
         // A key is above the bucket iff its top 16 bits are above hi's (hi's low 17 bits are all
         // ones), at or above it iff they are at or above lo's (lo's are zeros), as the high half of a
         // word: (top > hi16 << 16 | 0xffff), (top >= from16 << 16). Key 0 (past seq_len) is never
-        // inside: every real key's top 16 bits are at least -inf's, 0x007f.
-        const unsigned int above_word = hi | 0xffffu, from_word = max(lo & 0xffff0000u, 0x10000u);
+        // inside: every real key's top 16 bits are at least -inf's, 0x007f (HALF: the fp16 key, above
+        // the bin iff past 16 bin + 15, at or above it iff at least 16 bin; -inf's is 0x03ff).
+        const unsigned int above_word = HALF ? bin << 20 | 0xfffffu : hi | 0xffffu;
+        const unsigned int from_word = max(HALF ? bin << 20 : lo & 0xffff0000u, 0x10000u);
         unsigned int above = 0u, at_or_above = 0u;
 #pragma unroll
         for (int p = 0; p < 2 * VECS; ++p) {
@@ -982,7 +1012,7 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
         if (in != 0u) {  // about 2 % of the threads (the bin's ~25 keys of 16384): whole keys from the row
             int slot = atomicAdd(s_candidates, __popc(in));
             const float* src = logits + (long long)fresh_row() * columns;
-            for (unsigned int m = in; m != 0u; m &= m - 1u) {
+            for (unsigned int m = in; m != 0u && slot < FAST_CANDIDATES; m &= m - 1u) {
                 const int bit = __ffs(m) - 1;
                 const int column = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
                 candidates[slot++] = make_uint2(sortable_key(src[column]), column);
@@ -997,7 +1027,9 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
         __syncthreads();  // staging and the candidates are complete
         {  // the above keys' slots [0, above_total), and the `remaining` best candidates after them;
            // the counts read again past the barrier (not held in registers through the walks)
-            const int above_total = s_threshold[1], inside = s_threshold[2];
+            // (the candidates appended, which are the bin's keys: a count that could differ, for
+            // NaN scores passed unvalidated, never ranks an unwritten entry)
+            const int above_total = s_threshold[1], inside = min(*s_candidates, FAST_CANDIDATES);
             write_mapped(out_row(), staging, above_total, table_row(), page_size);
             rank_candidates(candidates, inside, k - above_total, [&](int rank, int column) {
                 out_row()[above_total + rank] = mapped_paged(table_row(), column, page_size);
@@ -1011,6 +1043,29 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     const auto keys_of = [&](int i) {
         return keys_before(raw_bits(row()[i * TOPK_THREADS + t]), 4 * (i * TOPK_THREADS + t), n);
     };
+    if (HALF) {  // the bin's whole-key range: the least and the greatest key of the row in it (the
+                 // keys of other bins lie outside, rounding being monotone); candidates[0] is free here
+        if (t == 0) candidates[0] = make_uint2(0xffffffffu, 0u);
+        __syncthreads();
+#pragma unroll 1
+        for (int i = 0; i < VECS; ++i) {
+            const int c = 4 * (i * TOPK_THREADS + t);
+            if (c >= n) continue;
+            const uint4 raw = raw_bits(row()[i * TOPK_THREADS + t]);
+            const unsigned int in_bin[4] = {half_keys2(raw.x, raw.y) >> 20, (half_keys2(raw.x, raw.y) >> 4) & 0xfffu,
+                                            half_keys2(raw.z, raw.w) >> 20, (half_keys2(raw.z, raw.w) >> 4) & 0xfffu};
+            const unsigned int e[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (c + j < n && in_bin[j] == bin) {
+                    atomicMin(&candidates[0].x, sortable_key(__uint_as_float(e[j])));
+                    atomicMax(&candidates[0].y, sortable_key(__uint_as_float(e[j])));
+                }
+        }
+        __syncthreads();
+        lo = candidates[0].x;
+        hi = candidates[0].y;
+    }
     while (inside != remaining && hi != lo) {  // every thread decides the same
         const int shift = radix_shift(lo, hi);
         const unsigned int width = hi - lo;
@@ -1074,7 +1129,7 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
     if (FAST_BITS) {
-        fast_bits_row<VECS>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
+        fast_bits_row<VECS, FAST_BITS == 2>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
                             warp_sums, warp_sums2, s_threshold, &s_candidates);
         return;
     }

@@ -74,8 +74,12 @@ FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
 # appends the threshold-bin keys to the candidates at once; the placing walk visits the set bits only),
 # at two CTAs an SM (32 registers) for every VECS, so 256 x 16384 runs in one wave of it instead of wide1.
 # Output bitwise the default's (the same slot order). Opt-in until measured on the GPU.
-FAST_BITS = int(os.environ.get("DSV4_TOPK_FAST", "") == "bits")
-FAST_CTAS_PER_SM = {1: 2, 2: 1 + FAST_BITS, 4: 1 + FAST_BITS}  # its launch bound a VECS (FAST_CTAS_PER_SM_<VECS>)
+# DSV4_TOPK_FAST=half: the same with the coarse bins of the score rounded to fp16 (SGLang's binning: one
+# conversion for two keys and no order-preserving key until the candidates), the same selection in
+# another slot order (the above keys of a bin's edge fall on the other side of it).
+FAST_BITS = {"bits": 1, "half": 2}.get(os.environ.get("DSV4_TOPK_FAST", ""), 0)
+# its launch bound a VECS (FAST_CTAS_PER_SM_<VECS> in DEFINES)
+FAST_CTAS_PER_SM = {1: 2, 2: 1 + (FAST_BITS > 0), 4: 1 + (FAST_BITS > 0)}
 # More rows than the fast kernel runs in one wave (256 x 16384: two waves of one CTA an SM) go to
 # dsv4_topk_indices_wide1 (the row in shared memory, 32 registers on sm_90+): two CTAs an SM while
 # two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast

@@ -224,6 +224,71 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
     assert ran >= 3
 
 
+def half_keys(x):
+    """half_keys2's key of each float (topk_indices.cu): its fp16 value (round to nearest even, fp16
+    infinity past 65504, as cvt.rn.f16x2.f32) with the bits flipped whole when negative, else the sign
+    bit. No NaN here (validated rows have none)."""
+    with np.errstate(over="ignore"):  # past 65520: fp16 infinity, as the GPU's conversion
+        h = x.astype(np.float32).astype(np.float16).view(np.uint16).astype(np.uint32)
+    return np.where(h & 0x8000, h ^ 0xFFFF, h ^ 0x8000).astype(np.uint32)
+
+
+def fast_half_model(row, n, k, vecs):
+    """fast_bits_row's HALF path (DSV4_TOPK_FAST=half), line for line as fast_bits_model: the words hold
+    two fp16 keys (x, y in word 2 i, z, w in 2 i + 1, the first in the high half, 0 past n), the bins
+    are their top 12 bits, a key is above the bin b iff its word half > (b << 20 | 0xfffff), at or above
+    it iff >= b << 20; the candidates ranked by their whole fp32 keys. The raw columns by slot, or None
+    where the bin holds more than FAST_CANDIDATES keys."""
+    keys16 = np.zeros(4 * THREADS * vecs, np.uint32)
+    keys16[:n] = half_keys(row[:n])
+    q = keys16.reshape(vecs, THREADS, 4)
+    words = np.stack([(q[:, :, 0] << 16) | q[:, :, 1], (q[:, :, 2] << 16) | q[:, :, 3]], axis=2).astype(np.uint32)
+    first, second = words, (words << np.uint32(16)).astype(np.uint32)
+    hist = np.bincount(np.concatenate([(first >> 20).ravel(), ((first >> 4) & 0xFFF).ravel()]), minlength=BINS)
+    hist[0] -= 4 * THREADS * vecs - n
+    assert np.array_equal(hist, np.bincount(keys16[:n] >> 4, minlength=BINS))
+    b, above_total, inside = threshold(hist, k)
+    if inside > CANDIDATES:
+        return None
+    above_word, from_word = (b << 20) | 0xFFFFF, max(b << 20, 0x10000)
+    halves = np.stack([first, second], axis=3).reshape(vecs, THREADS, 4).astype(np.int64)
+    above = halves > above_word
+    inside_bits = (halves >= from_word) & ~above
+    assert np.array_equal(above, q > 16 * b + 15) and np.array_equal(inside_bits, q >> 4 == b)
+    keys = sortable_key(row[:n])
+    # rounding is monotone: every key of a bin past b is above every key of b, and b's above those below
+    in_bin = keys[(keys16[:n] >> 4) == b]
+    assert (keys[(keys16[:n] >> 4) > b] > in_bin.max()).all() and (keys[(keys16[:n] >> 4) < b] < in_bin.min()).all()
+    out = np.full(k, -1, np.int64)
+    slot, candidates = 0, []
+    for t in range(THREADS):
+        bits = sum(int(above[i, t, j]) << (4 * i + j) for i in range(vecs) for j in range(4))
+        while bits:
+            bit = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            out[slot] = 4 * (t + THREADS * (bit >> 2)) + (bit & 3)
+            slot += 1
+        candidates += [4 * (t + THREADS * i) + j for i in range(vecs) for j in range(4) if inside_bits[i, t, j]]
+    assert slot == above_total and len(candidates) == inside
+    out[above_total:] = sorted(candidates, key=lambda c: (-int(keys[c]), c))[:k - above_total]
+    return out
+
+
+def test_the_fp16_key_orders_as_the_score_and_keeps_every_zero_and_infinity_apart():
+    # half_keys is monotone in the fp32 order of the scores (ties to even, both zeros, the 65520
+    # overflow point, subnormals) and real scores never key 0, the padding's; every fp16 bin is a run
+    x = np.array([-np.inf, -65520, -65519.99, -1.0, -2 ** -24, -2 ** -26, -0.0, 0.0, 2 ** -26, 2 ** -25,
+                  3 * 2 ** -26, 1.0, 1.00048828125, 1.000732421875, 1.0009765625, 65504, 65519.99, 65520, np.inf],
+                 np.float32)
+    assert (np.diff(x) >= 0).all()
+    assert (np.diff(half_keys(x).astype(np.int64)) >= 0).all() and half_keys(x).min() == 0x03FF
+    assert half_keys(np.float32([-0.0, 0.0])).tolist() == [0x7FFF, 0x8000]
+    rng = np.random.default_rng(7)
+    y = np.sort(np.concatenate([rng.standard_normal(20000), rng.standard_normal(2000) * 1e4, rng.standard_normal(
+        2000) * 1e-6]).astype(np.float32))
+    assert (np.diff(half_keys(y).astype(np.int64)) >= 0).all()
+
+
 def fast_bits_model(row, n, k, vecs):
     """fast_bits_row (DSV4_TOPK_FAST=bits) for one aligned row (k < n <= 4096 vecs), line for line: the
     keys of vector i = 1024 i + t in registers as top-16-bit pairs (x, y in word 2 i, z, w in 2 i + 1,
@@ -273,7 +338,8 @@ def fast_bits_model(row, n, k, vecs):
 @pytest.mark.parametrize("data", ["normal", "ties", "inf", "zeros"])
 def test_the_fast_kernels_bits_selection_is_the_wide1_model_slot_for_slot(data):
     # DSV4_TOPK_FAST=bits gives the default's bits: wide_model at one CTA (the same thread-then-column
-    # order of the above keys, the same ranked candidates) and the k largest, lowest column first
+    # order of the above keys, the same ranked candidates) and the k largest, lowest column first;
+    # DSV4_TOPK_FAST=half the same k in its own order
     rng = np.random.default_rng(len(data))
     ran = 0
     for n, k, vecs in [(16384, 512, 4), (16384, 1024, 4), (16384, 2048, 4), (16001, 512, 4), (8192, 512, 2),
@@ -288,22 +354,27 @@ def test_the_fast_kernels_bits_selection_is_the_wide1_model_slot_for_slot(data):
             row = np.where(row > 0.3, row, np.where(rng.random(n) < 0.5, np.float32(0), np.float32(-0.0)))
             row = row.astype(np.float32)
         out = fast_bits_model(row, n, k, vecs)
+        keys = sortable_key(row)
+        best = sorted(sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k])
+        half = fast_half_model(row, n, k, vecs)  # DSV4_TOPK_FAST=half: the same set, its own order
+        if half is not None:
+            assert sorted(half.tolist()) == best and len(set(half.tolist())) == k
         if out is None:
             continue
         ran += 1
         assert np.array_equal(out, wide_model(row, n, k, 1, 0)), (n, k, vecs)
-        keys = sortable_key(row)
-        best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
-        assert sorted(out.tolist()) == sorted(best)
+        assert sorted(out.tolist()) == best
     assert ran >= 4
 
 
-def test_the_fast_kernels_bits_selection_fits_two_ctas_an_sm_and_takes_256_rows_in_one_wave(monkeypatch):
-    # DSV4_TOPK_FAST=bits (read at import) compiles fast<2>/<4> for two CTAs an SM: 32 registers and no
-    # spill (the row's keys stay in registers), and the host then runs 256 x 16384 on it, not wide1
+@pytest.mark.parametrize("mode", [1, 2], ids=["bits", "half"])
+def test_the_fast_kernels_bits_selection_fits_two_ctas_an_sm_and_takes_256_rows_in_one_wave(monkeypatch, mode):
+    # DSV4_TOPK_FAST=bits or half (read at import) compiles fast<2>/<4> for two CTAs an SM: 32 registers
+    # and no spill (the row's keys stay in registers), and the host then runs 256 x 16384 on it, not wide1
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
-    monkeypatch.setattr(T, "DEFINES", {**T.DEFINES, "FAST_BITS": 1, "FAST_CTAS_PER_SM_2": 2, "FAST_CTAS_PER_SM_4": 2})
+    two_per_sm = {"FAST_CTAS_PER_SM_2": 2, "FAST_CTAS_PER_SM_4": 2}
+    monkeypatch.setattr(T, "DEFINES", {**T.DEFINES, "FAST_BITS": mode, **two_per_sm})
     monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_fast<2>", "dsv4_topk_indices_fast<4>"])
     _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
     for kernel, res in build.resources(log, lowered).items():
@@ -521,8 +592,9 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
                          [(64, 16384, 512), (256, 16384, 1024), (64, 16384, 2048), (40, 8192, 512)])
 def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
     # every slot, order included, as fast_bits_model places it (the default fast kernel, wide1 and
-    # DSV4_TOPK_FAST=bits all give these bits; run it once without and once with the switch: it is read
-    # at import); a row ending mid-vector and one ending mid-row; the page table is the identity
+    # DSV4_TOPK_FAST=bits all give these bits), or fast_half_model under DSV4_TOPK_FAST=half (the switch
+    # is read at import: one run each); a row ending mid-vector and one ending mid-row; the page table
+    # is the identity
     import torch
     generator = torch.Generator(device="cuda").manual_seed(columns + k + batch)
     logits = torch.randn(batch, columns, generator=generator, device="cuda")
@@ -534,7 +606,7 @@ def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
     vecs = next(v for v in T.FAST_VECS if 4 * THREADS * v >= columns)
     modelled = 0
     for b in list(range(8)) + [batch - 1]:
-        expected = fast_bits_model(rows[b], lens[b], k, vecs)
+        expected = (fast_half_model if T.FAST_BITS == 2 else fast_bits_model)(rows[b], lens[b], k, vecs)
         if expected is None:
             continue
         modelled += 1
