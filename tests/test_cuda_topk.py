@@ -33,9 +33,12 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
     assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
-    # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave)
+    # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave: 256 at one CTA an
+    # SM; DSV4_TOPK_FAST's two CTAs an SM take 264)
     assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
-    assert [r[0] for r in T.launches(256, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
+    many = "dsv4_topk_indices_fast<4>" if T.FAST_BITS else "dsv4_topk_indices_wide1"
+    assert [r[0] for r in T.launches(256, 16384, True, *H200)] == [many]
+    assert [r[0] for r in T.launches(265, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
 
 
 def row_path(n, k, cluster, skip_up_to, solo_up_to):
