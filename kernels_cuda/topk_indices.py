@@ -12,7 +12,10 @@ cluster kernel with its three-digit radix, `v2` to the older register kernel. DS
 the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs at a cluster barrier
 instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
 histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_CLUSTER16=1
-lets 262144-wide rows take 16-CTA clusters (off by default: slower on the H200).
+lets 262144-wide rows take 16-CTA clusters (off by default: slower on the H200). DSV4_TOPK_FAST=bits or
+half (read at import: it picks the compiled code) builds the fast kernel for two CTAs an SM, its keys
+packed to 16 bits in registers (docs/topk-s9a.md): 256 x 16384 then runs on it in one wave, not on wide1;
+`bits` gives the default's bits, `half` bins the score rounded to fp16 (the same selection, its own order).
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
 a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
