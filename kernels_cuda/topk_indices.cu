@@ -923,6 +923,27 @@ __device__ __forceinline__ int fresh_thread() {
     return t;
 }
 
+// rank_candidates by warp votes (SGLang's handle_tie): warp w ranks candidates w, w + 32, ... below
+// `inside`, lane l comparing candidates l, l + 32, ... with it, a ballot counting those before it in
+// (key descending, column ascending) order. The same ranks (a total order), one compare a lane for
+// up to 32 candidates instead of inside / 8 a thread and three shuffles.
+template <class Take>
+__device__ __forceinline__ void rank_candidates_by_votes(const uint2* candidates, int inside, int remaining,
+                                                         Take take) {
+    const int t = fresh_thread();  // (an index shared with the code before would be held until here)
+    const int lane = t & 31;
+    for (int me = t >> 5; me < inside; me += TOPK_WARPS) {  // warp-uniform
+        const uint2 self = candidates[me];
+        int rank = 0;
+        for (int j = lane; j - lane < inside; j += 32) {  // warp-uniform trips
+            const uint2 other = candidates[min(j, inside - 1)];
+            const bool before = j < inside && (other.x > self.x || (other.x == self.x && other.y < self.y));
+            rank += __popc(__ballot_sync(0xffffffffu, before));
+        }
+        if (lane == 0 && rank < remaining) take(rank, (int)self.y);
+    }
+}
+
 template <int VECS, bool HALF>
 __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, long long columns, int n,
                                               const int* __restrict__ page_table, long long table_stride,
@@ -1031,7 +1052,7 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
             // NaN scores passed unvalidated, never ranks an unwritten entry)
             const int above_total = s_threshold[1], inside = min(*s_candidates, FAST_CANDIDATES);
             write_mapped(out_row(), staging, above_total, table_row(), page_size);
-            rank_candidates(candidates, inside, k - above_total, [&](int rank, int column) {
+            rank_candidates_by_votes(candidates, inside, k - above_total, [&](int rank, int column) {
                 out_row()[above_total + rank] = mapped_paged(table_row(), column, page_size);
             });
         }

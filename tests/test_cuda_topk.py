@@ -292,6 +292,30 @@ def test_the_fp16_key_orders_as_the_score_and_keeps_every_zero_and_infinity_apar
     assert (np.diff(half_keys(y).astype(np.int64)) >= 0).all()
 
 
+def test_the_vote_ranking_ranks_every_candidate_once_in_key_then_column_order():
+    # rank_candidates_by_votes (topk_indices.cu) line for line: warp w takes candidates w, w + 32, ...;
+    # lane l compares candidates l, l + 32, ... (clamped reads past `inside`, not counted); the ballot's
+    # popcount is the rank. Ties of keys (rounded scores) and counts 1..128 around the 32-lane steps.
+    rng = np.random.default_rng(5)
+    for inside in (1, 2, 31, 32, 33, 64, 65, 100, 128):
+        keys = rng.integers(0, 6, inside).astype(np.int64)
+        columns = rng.permutation(10000)[:inside]
+        ranks = {}
+        for warp in range(THREADS // 32):
+            for me in range(warp, inside, THREADS // 32):
+                rank, j0 = 0, 0
+                while j0 < inside:  # for (j = lane; j - lane < inside; j += 32), every lane at once
+                    js = j0 + np.arange(32)
+                    other = np.minimum(js, inside - 1)
+                    before = (js < inside) & ((keys[other] > keys[me]) | ((keys[other] == keys[me]) &
+                                                                         (columns[other] < columns[me])))
+                    rank += int(before.sum())
+                    j0 += 32
+                ranks[me] = rank
+        order = sorted(range(inside), key=lambda c: (-keys[c], columns[c]))
+        assert [ranks[c] for c in order] == list(range(inside))
+
+
 def fast_bits_model(row, n, k, vecs):
     """fast_bits_row (DSV4_TOPK_FAST=bits) for one aligned row (k < n <= 4096 vecs), line for line: the
     keys of vector i = 1024 i + t in registers as top-16-bit pairs (x, y in word 2 i, z, w in 2 i + 1,
