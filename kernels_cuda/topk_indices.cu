@@ -636,7 +636,8 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 // (2, DSV4_TOPK_FAST=half: its coarse bins are those of the score rounded to fp16, as SGLang's)
 static_assert(FAST_BITS >= 0 && FAST_BITS <= 2, "off, bits or half");
 static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 + (FAST_BITS > 0) &&
-              FAST_CTAS_PER_SM_4 == 1 + (FAST_BITS > 0), "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
+                  FAST_CTAS_PER_SM_4 == 1 + (FAST_BITS > 0),
+              "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
@@ -856,21 +857,22 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
-// ---- FAST_BITS (DSV4_TOPK_FAST=bits): the fast kernel's selection at 32 registers ----
+// ---- FAST_BITS (DSV4_TOPK_FAST=bits or half): the fast kernel's selection at 32 registers ----
 // SGLang's TopKRegister<4> keeps a 16384-column row in registers at two 1024-thread CTAs an SM (32
 // registers a thread), so 256 rows run in one wave. fast_bits_row does the same with this file's
-// exact, deterministic selection, bitwise the default fast kernel's output (the same bins, slot
-// order and candidate ranking):
-// - the row's keys stay in registers from the load to the counting walk, nothing else does: the
-//   row, output and table pointers are made again where used (32 registers hold 16 keys and the
-//   threshold search's scan);
+// exact, deterministic selection: `bits` gives the default fast kernel's output bitwise (the same
+// bins, slot order and candidate ranking), `half` bins the score rounded to fp16 (the same k, its
+// own order). docs/topk-s9a.md has the details and the counts.
+// - the row's keys stay in registers from the load to the counting walk, packed two a register as
+//   their top 16 bits (all the bins read), and nothing else does: the row, output and table
+//   pointers are made again where used;
 // - every key is counted, key 0 (past seq_len) into bin 0, and one atomic takes the padding back out:
 //   no test a key;
 // - one walk over the keys in registers: those above the bucket become bits of one register
 //   (vector i, element j at bit 4 i + j: ascending bits are the thread's column order), those inside
-//   it set bits of another, appended to the candidate buffer after the walk, by the few threads that
-//   have any (an atomic gives the buffer slot; the output slot is the rank by (key, column), so the
-//   buffer's order does not matter);
+//   it set bits of another, appended to the candidate buffer after the walk with their whole keys
+//   read again from the row, by the few threads that have any (an atomic gives the buffer slot; the
+//   output slot is the rank by (key, column), so the buffer's order does not matter);
 // - one block scan of the above bits' counts places them in thread order, visiting set bits only;
 // - the above slots are mapped and the candidates ranked (and mapped) by all threads after one
 //   barrier: no barrier between the ranking and the write-out.
@@ -970,7 +972,8 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
         uint4 key[VECS];
 #pragma unroll
         for (int i = 0; i < VECS; ++i)
-            key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t] : make_float4(0.f, 0.f, 0.f, 0.f));
+            key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t]
+                                                             : make_float4(0.f, 0.f, 0.f, 0.f));
 #pragma unroll
         for (int i = 0; i < VECS; ++i) {
             // (the column from a fresh thread index: the compiler would otherwise make the four
@@ -1008,7 +1011,7 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
     int inside = s_threshold[2];              // keys in the threshold bin
     int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
-    int* const staging = hist;  // raw columns by output slot (hist's last reads: fast_threshold's first barrier)
+    int* const staging = hist;  // raw columns by output slot (hist's last reads: before lean_threshold's end)
     unsigned int lo, hi;  // HALF: set for the heavy ties only (below)
     if (!HALF) coarse_bin_keys(bin, &lo, &hi);
 
@@ -1026,8 +1029,10 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
             // (the second key moved up by a byte permute, not the histogram's shift: a common
             // subexpression would keep 8 more registers live through the threshold search)
             const unsigned int first = top[p], second = __byte_perm(top[p], 0u, 0x1044);
-            above |= (unsigned int)(first > above_word) << (2 * p) | (unsigned int)(second > above_word) << (2 * p + 1);
-            at_or_above |= (unsigned int)(first >= from_word) << (2 * p) | (unsigned int)(second >= from_word) << (2 * p + 1);
+            above |= (unsigned int)(first > above_word) << (2 * p) |
+                     (unsigned int)(second > above_word) << (2 * p + 1);
+            at_or_above |= (unsigned int)(first >= from_word) << (2 * p) |
+                           (unsigned int)(second >= from_word) << (2 * p + 1);
         }
         const unsigned int in = at_or_above & ~above;
         if (in != 0u) {  // about 2 % of the threads (the bin's ~25 keys of 16384): whole keys from the row
@@ -1039,7 +1044,7 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
                 candidates[slot++] = make_uint2(sortable_key(src[column]), column);
             }
         }
-        // warp_sums was last read before fast_threshold's second barrier
+        // warp_sums was last read before lean_threshold's second barrier
         int slot = (int)block_scan_packed((unsigned int)__popc(above), warp_sums, nullptr);
         for (unsigned int m = above; m != 0u; m &= m - 1u) {
             const int bit = __ffs(m) - 1;
@@ -1073,8 +1078,8 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
             const int c = 4 * (i * TOPK_THREADS + t);
             if (c >= n) continue;
             const uint4 raw = raw_bits(row()[i * TOPK_THREADS + t]);
-            const unsigned int in_bin[4] = {half_keys2(raw.x, raw.y) >> 20, (half_keys2(raw.x, raw.y) >> 4) & 0xfffu,
-                                            half_keys2(raw.z, raw.w) >> 20, (half_keys2(raw.z, raw.w) >> 4) & 0xfffu};
+            const unsigned int xy = half_keys2(raw.x, raw.y), zw = half_keys2(raw.z, raw.w);
+            const unsigned int in_bin[4] = {xy >> 20, (xy >> 4) & 0xfffu, zw >> 20, (zw >> 4) & 0xfffu};
             const unsigned int e[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
             for (int j = 0; j < 4; ++j)
@@ -1150,8 +1155,8 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
     if (FAST_BITS) {
-        fast_bits_row<VECS, FAST_BITS == 2>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
-                            warp_sums, warp_sums2, s_threshold, &s_candidates);
+        fast_bits_row<VECS, FAST_BITS == 2>(logits, columns, n, page_table, table_stride, out, k, page_size, hist,
+                                            candidates, warp_sums, warp_sums2, s_threshold, &s_candidates);
         return;
     }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
