@@ -630,14 +630,11 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 #define FAST_CODE_LO (111u << 6)
 #define FAST_CODE_HI ((142u << 6) | 63u)
 // Two CTAs an SM (32 registers) where the keys leave room: VECS 2 spills at 32 registers, VECS 4 takes 57.
+// dsv4_topk_indices_half<VECS> (fast_half_row) runs two CTAs an SM for every VECS.
 #define FAST_CTAS_PER_SM(vecs) \
     ((vecs) <= 1 ? FAST_CTAS_PER_SM_1 : (vecs) <= 2 ? FAST_CTAS_PER_SM_2 : FAST_CTAS_PER_SM_4)
-// FAST_BITS (DSV4_TOPK_FAST=bits): fast_bits_row below, at two CTAs an SM for every VECS
-// (2, DSV4_TOPK_FAST=half: its coarse bins are those of the score rounded to fp16, as SGLang's)
-static_assert(FAST_BITS >= 0 && FAST_BITS <= 2, "off, bits or half");
-static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 + (FAST_BITS > 0) &&
-                  FAST_CTAS_PER_SM_4 == 1 + (FAST_BITS > 0),
-              "two CTAs an SM (32 registers) for VECS 1, and for every VECS with FAST_BITS");
+static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
+              "two CTAs an SM (32 registers) for VECS 1, one above (40 and 57 registers)");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
@@ -697,7 +694,7 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     __syncthreads();
 }
 
-// fast_threshold with fewer registers live across its first barrier (fast_bits_row holds 8 words of
+// fast_threshold with fewer registers live across its first barrier (fast_half_row holds 8 words of
 // keys a thread through it at 32 registers): the thread whose four bins hold the threshold reads them
 // again after the barrier instead of keeping them. Same result.
 __device__ __forceinline__ void lean_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
@@ -857,15 +854,16 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
-// ---- FAST_BITS (DSV4_TOPK_FAST=bits or half): the fast kernel's selection at 32 registers ----
+// ---- dsv4_topk_indices_half: the fast kernel's selection at 32 registers, on fp16 bins ----
 // SGLang's TopKRegister<4> keeps a 16384-column row in registers at two 1024-thread CTAs an SM (32
-// registers a thread), so 256 rows run in one wave. fast_bits_row does the same with this file's
-// exact, deterministic selection: `bits` gives the default fast kernel's output bitwise (the same
-// bins, slot order and candidate ranking), `half` bins the score rounded to fp16 (the same k, its
-// own order). docs/topk-s9a.md has the details and the counts.
-// - the row's keys stay in registers from the load to the counting walk, packed two a register as
-//   their top 16 bits (all the bins read), and nothing else does: the row, output and table
-//   pointers are made again where used;
+// registers a thread), so 256 rows run in one wave. fast_half_row does the same with this file's
+// exact, deterministic selection on SGLang's bins, those of the score rounded to fp16: the same k as
+// the default fast kernel, in its own slot order. The host runs it where the default fast kernel
+// would need more than one wave (256 x 16384: 10.9 us against wide1's 13.7 on the H200); a row
+// that is alone on its SM runs the default (64 x 16384: 8.1 against 8.4). docs/topk-s9a.md has the
+// details and the counts.
+// - the row's keys stay in registers from the load to the counting walk as fp16 keys, two a
+//   register, and nothing else does: the row, output and table pointers are made again where used;
 // - every key is counted, key 0 (past seq_len) into bin 0, and one atomic takes the padding back out:
 //   no test a key;
 // - one walk over the keys in registers: those above the bucket become bits of one register
@@ -906,7 +904,7 @@ __device__ __forceinline__ int fresh_row() {
     return b;
 }
 
-// DSV4_TOPK_FAST=half: two floats' fp16 values (cvt.rn: to nearest, ties to even, as numpy's float16)
+// Two floats' fp16 values (cvt.rn: to nearest, ties to even, as numpy's float16)
 // as order-preserving 16-bit keys, a's in the high half: a half's bits flipped whole when negative,
 // else its sign bit (the sign replicated over each half by a byte permute). Rounding is monotone, so
 // an fp16 key's 4096 bins (key >> 4) are contiguous fp32 key ranges; -0 and +0 stay apart, as in
@@ -946,8 +944,8 @@ __device__ __forceinline__ void rank_candidates_by_votes(const uint2* candidates
     }
 }
 
-template <int VECS, bool HALF>
-__device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, long long columns, int n,
+template <int VECS>
+__device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, long long columns, int n,
                                               const int* __restrict__ page_table, long long table_stride,
                                               int* __restrict__ out, int k, int page_size, int* hist,
                                               uint2* candidates, int* warp_sums, int* warp_sums2, int* s_threshold,
@@ -962,10 +960,9 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     }
     // Every vector that starts before seq_len is one float4 load (it ends within the row: the host
     // launches this kernel on rows that start 16-byte aligned with `columns` % 4 == 0), all issued
-    // first. The keys are kept as their top 16 bits, two a register (vector i's x and y in top[2 i],
-    // z and w in top[2 i + 1], the first of a pair in the high half): the coarse bins and their bounds
-    // read bits 31..17 only, so the counts and the counting walk are those of the whole keys, and 16
-    // keys take 8 registers through the threshold search. The candidates' whole keys are read again.
+    // first. The keys are kept as fp16 keys, two a register (vector i's x and y in top[2 i], z and w
+    // in top[2 i + 1], the first of a pair in the high half): 16 keys take 8 registers through the
+    // threshold search. The candidates' whole keys are read again.
     unsigned int top[2 * VECS];
     {
         const float4* src = row();
@@ -979,17 +976,12 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
             // (the column from a fresh thread index: the compiler would otherwise make the four
             // vectors' columns early, for the loads, and hold them to here)
             const int c = 4 * (i * TOPK_THREADS + fresh_thread());
-            if (HALF) {  // fp16 keys, those at or past n key 0
-                top[2 * i] = half_keys2(key[i].x, key[i].y);
-                top[2 * i + 1] = half_keys2(key[i].z, key[i].w);
-                if (c + 4 > n) {
-                    top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
-                    top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
-                }
-            } else {
-                const uint4 q = keys_before(key[i], c, n);
-                top[2 * i] = __byte_perm(q.y, q.x, 0x7632);  // x's bits 31..16, then y's
-                top[2 * i + 1] = __byte_perm(q.w, q.z, 0x7632);
+            // fp16 keys, those at or past n key 0
+            top[2 * i] = half_keys2(key[i].x, key[i].y);
+            top[2 * i + 1] = half_keys2(key[i].z, key[i].w);
+            if (c + 4 > n) {
+                top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
+                top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
             }
         }
     }
@@ -997,13 +989,9 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: its bin is 0
 #pragma unroll
     for (int p = 0; p < 2 * VECS; ++p) {
-        if (HALF) {  // the fp16 key's top 12 bits
-            atomicAdd(&hist[top[p] >> 20], 1);
-            atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
-        } else {  // coarse_bin reads bits 31..17 of its argument only
-            atomicAdd(&hist[coarse_bin(top[p])], 1);
-            atomicAdd(&hist[coarse_bin(top[p] << 16)], 1);
-        }
+        // the fp16 key's top 12 bits
+        atomicAdd(&hist[top[p] >> 20], 1);
+        atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
     }
     __syncthreads();
     lean_threshold(hist, n, k, warp_sums, s_threshold);
@@ -1012,17 +1000,14 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     int inside = s_threshold[2];              // keys in the threshold bin
     int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
     int* const staging = hist;  // raw columns by output slot (hist's last reads: before lean_threshold's end)
-    unsigned int lo, hi;  // HALF: set for the heavy ties only (below)
-    if (!HALF) coarse_bin_keys(bin, &lo, &hi);
+    unsigned int lo, hi;  // the bin's whole-key range: set for the heavy ties only (below)
 
     if (inside <= FAST_CANDIDATES) {
-        // A key is above the bucket iff its top 16 bits are above hi's (hi's low 17 bits are all
-        // ones), at or above it iff they are at or above lo's (lo's are zeros), as the high half of a
-        // word: (top > hi16 << 16 | 0xffff), (top >= from16 << 16). Key 0 (past seq_len) is never
-        // inside: every real key's top 16 bits are at least -inf's, 0x007f (HALF: the fp16 key, above
-        // the bin iff past 16 bin + 15, at or above it iff at least 16 bin; -inf's is 0x03ff).
-        const unsigned int above_word = HALF ? bin << 20 | 0xfffffu : hi | 0xffffu;
-        const unsigned int from_word = max(HALF ? bin << 20 : lo & 0xffff0000u, 0x10000u);
+        // An fp16 key is above the bin iff past 16 bin + 15, at or above it iff at least 16 bin, as
+        // the high half of a word: (top > bin << 20 | 0xfffff), (top >= bin << 20). Key 0 (past
+        // seq_len) is never inside: every real key is at least -inf's, 0x03ff.
+        const unsigned int above_word = bin << 20 | 0xfffffu;
+        const unsigned int from_word = max(bin << 20, 0x10000u);
         unsigned int above = 0u, at_or_above = 0u;
 #pragma unroll
         for (int p = 0; p < 2 * VECS; ++p) {
@@ -1069,8 +1054,8 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     const auto keys_of = [&](int i) {
         return keys_before(raw_bits(row()[i * TOPK_THREADS + t]), 4 * (i * TOPK_THREADS + t), n);
     };
-    if (HALF) {  // the bin's whole-key range: the least and the greatest key of the row in it (the
-                 // keys of other bins lie outside, rounding being monotone); candidates[0] is free here
+    {  // the bin's whole-key range: the least and the greatest key of the row in it (the keys of
+       // other bins lie outside, rounding being monotone); candidates[0] is free here
         if (t == 0) candidates[0] = make_uint2(0xffffffffu, 0u);
         __syncthreads();
 #pragma unroll 1
@@ -1125,23 +1110,24 @@ __device__ __forceinline__ void fast_bits_row(const float* __restrict__ logits, 
     write_mapped(out_row(), staging, k, table_row(), page_size);
 }
 
-template <int VECS>
-__global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
-    dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
-                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
-                           int page_size, int pdl) {
+// The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
+template <int VECS, bool HALF>
+__device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, long long columns,
+                                            const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                            long long table_stride, int* __restrict__ out, int k, int page_size,
+                                            int pdl) {
     // Rows past 4096 x VECS columns (a mixed batch wider than this kernel, DSV4_TOPK_KERNEL=split)
     // are left to the wide kernel, launched after this one on the same batch; rows <= k are written here.
     __shared__ __align__(16) int hist[FAST_BINS];
     __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
-    __shared__ int s_candidates;  // FAST_BITS: candidates appended so far
+    __shared__ int s_candidates;  // HALF: candidates appended so far
 
     const int t = threadIdx.x;
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
-    if (FAST_BITS && t == 0) s_candidates = 0;
+    if (HALF && t == 0) s_candidates = 0;
     if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
         pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
         pdl_wait();
@@ -1154,9 +1140,9 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         return;
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
-    if (FAST_BITS) {
-        fast_bits_row<VECS, FAST_BITS == 2>(logits, columns, n, page_table, table_stride, out, k, page_size, hist,
-                                            candidates, warp_sums, warp_sums2, s_threshold, &s_candidates);
+    if (HALF) {
+        fast_half_row<VECS>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
+                            warp_sums, warp_sums2, s_threshold, &s_candidates);
         return;
     }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
@@ -1255,9 +1241,26 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     write_mapped(out_row, staging, k, table_row, page_size);
 }
 
+template <int VECS>
+__global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
+    dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
+                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
+                           int page_size, int pdl) {
+    fast_kernel<VECS, false>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, pdl);
+}
+
+// The fast kernel on fp16 bins at two CTAs an SM for every VECS (fast_half_row): the host's pick where
+// the fast kernel's grid would need more than one wave
+template <int VECS>
+__global__ void __launch_bounds__(TOPK_THREADS, 2)
+    dsv4_topk_indices_half(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
+                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
+                           int page_size, int pdl) {
+    fast_kernel<VECS, true>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, pdl);
+}
+
 // ---------------------------------------------------------------------------------------------
-// Default for tensors wider than 16384 columns, and for more 16384-column rows than one wave of the
-// fast kernel: `dsv4_topk_indices_wide<CLUSTER>` (`wide1`: CLUSTER 1), one launch for the whole
+// Default for tensors wider than 16384 columns: `dsv4_topk_indices_wide<CLUSTER>` (`wide1`: CLUSTER 1), one launch for the whole
 // batch that routes each row by its own seq_len on the device: rows <= k are the plain copy; a row
 // that fits one CTA's chunk buffer (seq_len <= solo_up_to, which the host sets) is selected by rank
 // 0 alone, with no cluster barrier, while its peers exit; a longer row is split in CLUSTER

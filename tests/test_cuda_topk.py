@@ -33,12 +33,16 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     assert T.launches(64, 262144, True, *H200, solo=0)[0][4][1] == -1
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == 0
     assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == T.WIDE_FOLD | T.WIDE_DIRECT_SUM
-    # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave: 256 at one CTA an
-    # SM; DSV4_TOPK_FAST's two CTAs an SM take 264)
-    assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
-    many = "dsv4_topk_indices_fast<4>" if T.FAST_BITS else "dsv4_topk_indices_wide1"
-    assert [r[0] for r in T.launches(256, 16384, True, *H200)] == [many]
-    assert [r[0] for r in T.launches(265, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
+    # narrow tensors: the fast kernel while its grid is one wave (132 rows of 16384 at one CTA an SM,
+    # 264 of 4096 at two), the half kernel (two CTAs an SM) past it, with PDL while that is one wave
+    for batch, columns, kernel, pdl in [(64, 16384, "fast<4>", 1), (132, 16384, "fast<4>", 1),
+                                        (133, 16384, "half<4>", 1), (256, 16384, "half<4>", 1),
+                                        (265, 16384, "half<4>", 0), (132, 8192, "fast<2>", 1),
+                                        (256, 8192, "half<2>", 1), (264, 4096, "fast<1>", 1),
+                                        (265, 4096, "half<1>", 0)]:
+        assert T.launches(batch, columns, True, *H200) == [(f"dsv4_topk_indices_{kernel}", (batch,), 0, bool(pdl),
+                                                            (pdl,))], (batch, columns)
+    assert T.launches(256, 16384, True, *H200, choice="wide")[0][0] == "dsv4_topk_indices_wide1"  # the A/B
 
 
 def row_path(n, k, cluster, skip_up_to, solo_up_to):
@@ -237,11 +241,13 @@ def half_keys(x):
 
 
 def fast_half_model(row, n, k, vecs):
-    """fast_bits_row's HALF path (DSV4_TOPK_FAST=half), line for line as fast_bits_model: the words hold
-    two fp16 keys (x, y in word 2 i, z, w in 2 i + 1, the first in the high half, 0 past n), the bins
-    are their top 12 bits, a key is above the bin b iff its word half > (b << 20 | 0xfffff), at or above
-    it iff >= b << 20; the candidates ranked by their whole fp32 keys. The raw columns by slot, or None
-    where the bin holds more than FAST_CANDIDATES keys."""
+    """fast_half_row (dsv4_topk_indices_half) for one aligned row (k < n <= 4096 vecs), line for line:
+    the keys of vector i = 1024 i + t in registers as fp16 keys (x, y in word 2 i, z, w in 2 i + 1, the
+    first in the high half, 0 past n), all counted by their top 12 bits with the padding taken out of
+    bin 0, the threshold, the counting walk on the words (bit 4 i + j: above the bin b iff the word half
+    > (b << 20 | 0xfffff), at or above it iff >= b << 20), the above keys placed in thread order over
+    their set bits, the candidates ranked by their whole fp32 keys, then column. The raw columns by
+    slot, or None where the bin holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
     keys16 = np.zeros(4 * THREADS * vecs, np.uint32)
     keys16[:n] = half_keys(row[:n])
     q = keys16.reshape(vecs, THREADS, 4)
@@ -316,57 +322,10 @@ def test_the_vote_ranking_ranks_every_candidate_once_in_key_then_column_order():
         assert [ranks[c] for c in order] == list(range(inside))
 
 
-def fast_bits_model(row, n, k, vecs):
-    """fast_bits_row (DSV4_TOPK_FAST=bits) for one aligned row (k < n <= 4096 vecs), line for line: the
-    keys of vector i = 1024 i + t in registers as top-16-bit pairs (x, y in word 2 i, z, w in 2 i + 1,
-    the first in the high half), all counted with the padding taken out of bin 0, the threshold, the
-    counting walk on the words (bit 4 i + j), the candidates from the row, the above keys placed in
-    thread order over their set bits, the candidates ranked by (key desc, column asc). The output
-    slots' raw columns, or None where the threshold bin holds more than FAST_CANDIDATES keys (the radix
-    path, not modelled). Asserts along the way that the packed words count and classify every key as
-    its whole key does."""
-    keys = np.zeros(4 * THREADS * vecs, np.uint32)
-    keys[:n] = sortable_key(row[:n])
-    q = keys.reshape(vecs, THREADS, 4)  # [i, t, j]: column 4 (1024 i + t) + j
-    pair = lambda a, b: (a & np.uint32(0xFFFF0000)) | (b >> np.uint32(16))  # __byte_perm(b, a, 0x7632)
-    words = np.stack([pair(q[:, :, 0], q[:, :, 1]), pair(q[:, :, 2], q[:, :, 3])], axis=2)  # [i, t, 2]
-    first, second = words, (words << np.uint32(16)).astype(np.uint32)  # the pair's keys, each in the high half
-    hist = np.bincount(np.concatenate([coarse_bin(first).ravel(), coarse_bin(second).ravel()]), minlength=BINS)
-    hist[0] -= 4 * THREADS * vecs - n  # the padding (key 0) counted in bin 0
-    assert np.array_equal(hist, np.bincount(coarse_bin(keys[:n]), minlength=BINS))
-    b, above_total, inside = threshold(hist, k)
-    if inside > CANDIDATES:
-        return None
-    lo, hi = coarse_bin_keys(b)
-    above_word, from_word = hi | 0xFFFF, max(lo & 0xFFFF0000, 0x10000)
-    out = np.full(k, -1, np.int64)
-    # [i, t, j] -> the word's classification, then bit 4 i + j of thread t
-    halves = np.stack([first, second], axis=3).reshape(vecs, THREADS, 4).astype(np.int64)
-    above = halves > above_word
-    inside_bits = (halves >= from_word) & ~above  # at or above the bucket, not above it
-    whole = q.astype(np.int64)
-    assert np.array_equal(above, whole > hi) and np.array_equal(inside_bits, (whole >= max(lo, 1)) & (whole <= hi))
-    candidates = []
-    slot = 0
-    for t in range(THREADS):  # the block scan's order
-        bits = sum(int(above[i, t, j]) << (4 * i + j) for i in range(vecs) for j in range(4))
-        while bits:
-            bit = (bits & -bits).bit_length() - 1
-            bits &= bits - 1
-            out[slot] = 4 * (t + THREADS * (bit >> 2)) + (bit & 3)
-            slot += 1
-        candidates += [4 * (t + THREADS * i) + j for i in range(vecs) for j in range(4) if inside_bits[i, t, j]]
-    assert slot == above_total and len(candidates) == inside
-    ranked = sorted(candidates, key=lambda c: (-int(keys[c]), c))
-    out[above_total:] = ranked[:k - above_total]
-    return out
-
-
 @pytest.mark.parametrize("data", ["normal", "ties", "inf", "zeros"])
-def test_the_fast_kernels_bits_selection_is_the_wide1_model_slot_for_slot(data):
-    # DSV4_TOPK_FAST=bits gives the default's bits: wide_model at one CTA (the same thread-then-column
-    # order of the above keys, the same ranked candidates) and the k largest, lowest column first;
-    # DSV4_TOPK_FAST=half the same k in its own order
+def test_the_half_kernels_selection_is_the_k_largest_lowest_column_first(data):
+    # fast_half_model selects what wide_model at one CTA (the default fast kernel's order) does: the k
+    # largest, lowest column first, each once, in its own order
     rng = np.random.default_rng(len(data))
     ran = 0
     for n, k, vecs in [(16384, 512, 4), (16384, 1024, 4), (16384, 2048, 4), (16001, 512, 4), (8192, 512, 2),
@@ -380,37 +339,27 @@ def test_the_fast_kernels_bits_selection_is_the_wide1_model_slot_for_slot(data):
         if data == "zeros":  # +0 and -0 at the cut (relu-like scores), keys 0x80000000 and 0x7fffffff
             row = np.where(row > 0.3, row, np.where(rng.random(n) < 0.5, np.float32(0), np.float32(-0.0)))
             row = row.astype(np.float32)
-        out = fast_bits_model(row, n, k, vecs)
         keys = sortable_key(row)
         best = sorted(sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k])
-        half = fast_half_model(row, n, k, vecs)  # DSV4_TOPK_FAST=half: the same set, its own order
-        if half is not None:
-            assert sorted(half.tolist()) == best and len(set(half.tolist())) == k
-        if out is None:
+        half = fast_half_model(row, n, k, vecs)
+        if half is None:
             continue
         ran += 1
-        assert np.array_equal(out, wide_model(row, n, k, 1, 0)), (n, k, vecs)
-        assert sorted(out.tolist()) == best
+        assert sorted(half.tolist()) == best and len(set(half.tolist())) == k, (n, k, vecs)
+        default = wide_model(row, n, k, 1, 0)
+        assert default is None or sorted(default.tolist()) == best
     assert ran >= 4
 
 
-@pytest.mark.parametrize("mode", [1, 2], ids=["bits", "half"])
-def test_the_fast_kernels_bits_selection_fits_two_ctas_an_sm_and_takes_256_rows_in_one_wave(monkeypatch, mode):
-    # DSV4_TOPK_FAST=bits or half (read at import) compiles fast<4> for two CTAs an SM: 32 registers
-    # and no spill (the row's keys stay in registers), and the host then runs 256 x 16384 on it, not wide1
+def test_the_half_kernel_fits_two_ctas_an_sm(monkeypatch):
+    # half<4> (16 keys a thread: the tightest; half<1>/<2> in the build table) at 32 registers and no
+    # spill or stack (the row's keys stay in registers), so 256 x 16384 is one wave of it
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
-    two_per_sm = {"FAST_CTAS_PER_SM_2": 2, "FAST_CTAS_PER_SM_4": 2}
-    monkeypatch.setattr(T, "DEFINES", {**T.DEFINES, "FAST_BITS": mode, **two_per_sm})
-    # fast<4> only (16 keys a thread: the tightest; fast<1>/<2> were checked by hand, docs/topk-s9a.md)
-    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_fast<4>"])
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_half<4>"])
     _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
-    res = build.resources(log, lowered)["dsv4_topk_indices_fast<4>"]
+    res = build.resources(log, lowered)["dsv4_topk_indices_half<4>"]
     assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, res
-    monkeypatch.setattr(T, "FAST_CTAS_PER_SM", {1: 2, 2: 2, 4: 2})
-    (kernel, grid, _, pdl, extra), = T.launches(256, 16384, True, *H200)
-    assert kernel == "dsv4_topk_indices_fast<4>" and grid == (256,) and pdl and extra == (1,)
-    assert T.launches(265, 16384, True, *H200)[0][0] == "dsv4_topk_indices_wide1"  # past one wave
 
 
 def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
@@ -618,10 +567,9 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
 @pytest.mark.parametrize("batch, columns, k",
                          [(64, 16384, 512), (256, 16384, 1024), (64, 16384, 2048), (40, 8192, 512)])
 def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
-    # every slot, order included, as fast_bits_model places it (the default fast kernel, wide1 and
-    # DSV4_TOPK_FAST=bits all give these bits), or fast_half_model under DSV4_TOPK_FAST=half (the switch
-    # is read at import: one run each); a row ending mid-vector and one ending mid-row; the page table
-    # is the identity
+    # every slot, order included, as wide_model at one CTA places it (the default fast kernel's and
+    # wide1's order), or fast_half_model where the host runs the half kernel (256 rows); a row ending
+    # mid-vector and one ending mid-row; the page table is the identity
     import torch
     generator = torch.Generator(device="cuda").manual_seed(columns + k + batch)
     logits = torch.randn(batch, columns, generator=generator, device="cuda")
@@ -631,9 +579,13 @@ def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
     out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
     rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
     vecs = next(v for v in T.FAST_VECS if 4 * THREADS * v >= columns)
+    sms, clusters = T._clusters(torch.cuda.current_device(), {})
+    (kernel, *_), = T.launches(batch, columns, True, sms, clusters)
+    assert kernel == f"dsv4_topk_indices_{'half' if batch > T.FAST_CTAS_PER_SM[vecs] * sms else 'fast'}<{vecs}>"
     modelled = 0
     for b in list(range(8)) + [batch - 1]:
-        expected = (fast_half_model if T.FAST_BITS == 2 else fast_bits_model)(rows[b], lens[b], k, vecs)
+        expected = (fast_half_model(rows[b], lens[b], k, vecs) if "half" in kernel
+                    else wide_model(rows[b], lens[b], k, 1, 0))
         if expected is None:
             continue
         modelled += 1
