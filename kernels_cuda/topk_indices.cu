@@ -636,6 +636,11 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
               "two CTAs an SM (32 registers) for VECS 1, one above (40 and 57 registers)");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
+// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; opt-in until measured): latency cuts of the default
+// fast kernel's one-CTA chain (docs/topk-s9a.md, "64 x 16384"), bits of:
+#define FAST_EARLY_LOADS 1    // the row's loads issued before seq_len arrives
+#define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 3, "FAST_EARLY_LOADS | FAST_COUNT_PADDING");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1132,7 +1137,32 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
         pdl_wait();
     }
-    const int n = seq_lens[b];
+    // FAST_CUTS & FAST_EARLY_LOADS: seq_len and the row's loads issued together after pdl_wait(), by
+    // coherent loads: ptxas hoists the plain `seq_lens[b]` (ld.global.nc: read-only to it) above
+    // griddepcontrol.wait (ACQBULK in the SASS), a race with a kernel before that writes seq_lens;
+    // a coherent load stays after it. Where every row this kernel selects fits it (columns <= 4096 x
+    // VECS: not split's wider tensors) and some row may be longer than k, the row's vectors before
+    // `columns` are loaded before seq_len is known (whole float4s, in bounds: rows start 16-byte
+    // aligned and columns % 4 == 0; make_keys turns the columns past n into key 0), so the two global
+    // round trips overlap instead of following each other. Volatile: not sunk past the seq_len tests.
+    int n;
+    if (FAST_CUTS & FAST_EARLY_LOADS)
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    else
+        n = seq_lens[b];
+    const bool early = (FAST_CUTS & FAST_EARLY_LOADS) && !HALF && columns <= 4 * TOPK_THREADS * VECS && columns > k;
+    const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
+    uint4 key[VECS];
+    if (early) {
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            key[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (4 * (i * TOPK_THREADS + t) < columns)
+                asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(key[i].x), "=r"(key[i].y), "=r"(key[i].z), "=r"(key[i].w)
+                             : "l"(src + i * TOPK_THREADS + t));
+        }
+    }
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= k) {
@@ -1147,12 +1177,12 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
     // an aligned base), so every vector before seq_len's is one float4 load, all issued first.
-    const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
-    uint4 key[VECS];
 #pragma unroll
     for (int i = 0; i < VECS; ++i) {
         const int c = 4 * (i * TOPK_THREADS + t);
-        if (c + 3 < n) {
+        if (early) {
+            // loaded above
+        } else if (c + 3 < n) {
             const float4 v = src[i * TOPK_THREADS + t];
             key[i] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
         } else {  // the vector holding seq_len, and those past it
@@ -1166,8 +1196,15 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
     make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
     __syncthreads();                // the histogram is zeroed
+    if (FAST_CUTS & FAST_COUNT_PADDING) {
+        // every key counted, no test a key: key 0 (past n) is bin 0's, and thread 0 takes it back out
+        if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
+        for (int i = 0; i < VECS; ++i) count_coarse4<false>(key[i], hist);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
+    }
     __syncthreads();
     fast_threshold(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];

@@ -81,6 +81,11 @@ FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}
 # against wide1's 13.7 (k 1024: 11.5 against 14.3), while 64 x 16384 (a row alone on its SM, a latency
 # chain) ran 8.4 against the fast kernel's 8.1. DSV4_TOPK_KERNEL=wide runs wide1 there (the A/B).
 HALF_CTAS_PER_SM = 2
+# DSV4_TOPK_FAST_CUTS (read at import: it picks the compiled code; opt-in until measured on the GPU):
+# latency cuts of the default fast kernel's one-CTA chain (64 x 16384), bits of: 1 the row's loads
+# issued before seq_len arrives (two global round trips overlapped), 2 the histogram without a padding
+# test a key (key 0 counted in bin 0, taken out once). docs/topk-s9a.md, "64 x 16384".
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -94,7 +99,7 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8, CLUSTER16: 0}
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "CLUSTER16": CLUSTER16,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
-           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
+           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
