@@ -640,7 +640,8 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // fast kernel's one-CTA chain (docs/topk-s9a.md, "64 x 16384"), bits of:
 #define FAST_EARLY_LOADS 1    // the row's loads issued before seq_len arrives
 #define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 3, "FAST_EARLY_LOADS | FAST_COUNT_PADDING");
+#define FAST_VOTE_WRITE_OUT 4  // candidates ranked by warp votes straight into the output, one barrier fewer
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 7, "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1236,6 +1237,13 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
                            candidates[slot] = make_uint2(e, (unsigned int)column);
                        });
         __syncthreads();
+        if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
+            write_mapped(out_row, staging, above_total, table_row, page_size);
+            rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
+                out_row[above_total + rank] = mapped_paged(table_row, column, page_size);
+            });
+            return;
+        }
         // the `remaining` best candidates go to slots above_total + rank
         rank_candidates(candidates, inside, remaining,
                         [&](int rank, int column) { staging[above_total + rank] = column; });

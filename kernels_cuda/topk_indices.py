@@ -84,7 +84,9 @@ HALF_CTAS_PER_SM = 2
 # DSV4_TOPK_FAST_CUTS (read at import: it picks the compiled code; opt-in until measured on the GPU):
 # latency cuts of the default fast kernel's one-CTA chain (64 x 16384), bits of: 1 the row's loads
 # issued before seq_len arrives (two global round trips overlapped), 2 the histogram without a padding
-# test a key (key 0 counted in bin 0, taken out once). docs/topk-s9a.md, "64 x 16384".
+# test a key (key 0 counted in bin 0, taken out once), 4 the threshold-bin candidates ranked by warp
+# votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
+# fewer). docs/topk-s9a.md, "64 x 16384".
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
