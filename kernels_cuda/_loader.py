@@ -35,6 +35,7 @@ KERNELS = {
     "topk_indices.cu": ["dsv4_topk_indices", "dsv4_topk_indices_cluster<2>", "dsv4_topk_indices_cluster<4>",
                         "dsv4_topk_indices_cluster<8>"] + [f"dsv4_topk_indices_regs<{v}>" for v in (1, 2, 4)]
                        + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)]
+                       + [f"dsv4_topk_indices_half<{v}>" for v in (1, 2, 4)]
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
                            + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")

@@ -630,11 +630,18 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 #define FAST_CODE_LO (111u << 6)
 #define FAST_CODE_HI ((142u << 6) | 63u)
 // Two CTAs an SM (32 registers) where the keys leave room: VECS 2 spills at 32 registers, VECS 4 takes 57.
+// dsv4_topk_indices_half<VECS> (fast_half_row) runs two CTAs an SM for every VECS.
 #define FAST_CTAS_PER_SM(vecs) \
     ((vecs) <= 1 ? FAST_CTAS_PER_SM_1 : (vecs) <= 2 ? FAST_CTAS_PER_SM_2 : FAST_CTAS_PER_SM_4)
 static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
-              "two CTAs an SM (32 registers) for VECS 1 only");
+              "two CTAs an SM (32 registers) for VECS 1, one above (40 and 57 registers)");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
+// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; opt-in until measured): latency cuts of the default
+// fast kernel's one-CTA chain (docs/topk-s9a.md, "64 x 16384"), bits of:
+#define FAST_EARLY_LOADS 1    // the row's loads issued before seq_len arrives
+#define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
+#define FAST_VOTE_WRITE_OUT 4  // candidates ranked by warp votes straight into the output, one barrier fewer
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 7, "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -693,6 +700,40 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     __syncthreads();
 }
 
+// fast_threshold with fewer registers live across its first barrier (fast_half_row holds 8 words of
+// keys a thread through it at 32 registers): the thread whose four bins hold the threshold reads them
+// again after the barrier instead of keeping them. Same result.
+__device__ __forceinline__ void lean_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int4 v = reinterpret_cast<const int4*>(hist)[t];
+    const int mine = v.x + v.y + v.z + v.w;
+    int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    int before = lane < warp ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+    int above = total - (before + inclusive - mine);  // keys in bins 4t and up
+    if (above >= need && above - mine < need) {  // the threshold bin is one of this thread's four
+        const int4 w = reinterpret_cast<const int4*>(hist)[t];
+        const int count[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            above -= count[e];  // keys in bins past 4t + e
+            if (above < need && above + count[e] >= need) {
+                s[0] = 4 * t + e;
+                s[1] = above;
+                s[2] = count[e];
+            }
+        }
+    }
+    __syncthreads();
+}
 
 // ---- Selection steps of dsv4_topk_indices_fast and dsv4_topk_indices_wide (one copy of each) ----
 
@@ -819,26 +860,310 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
+// ---- dsv4_topk_indices_half: the fast kernel's selection at 32 registers, on fp16 bins ----
+// SGLang's TopKRegister<4> keeps a 16384-column row in registers at two 1024-thread CTAs an SM (32
+// registers a thread), so 256 rows run in one wave. fast_half_row does the same with this file's
+// exact, deterministic selection on SGLang's bins, those of the score rounded to fp16: the same k as
+// the default fast kernel, in its own slot order. The host runs it where the default fast kernel
+// would need more than one wave (256 x 16384: 10.9 us against wide1's 13.7 on the H200); a row
+// that is alone on its SM runs the default (64 x 16384: 8.1 against 8.4). docs/topk-s9a.md has the
+// details and the counts.
+// - the row's keys stay in registers from the load to the counting walk as fp16 keys, two a
+//   register, and nothing else does: the row, output and table pointers are made again where used;
+// - every key is counted, key 0 (past seq_len) into bin 0, and one atomic takes the padding back out:
+//   no test a key;
+// - one walk over the keys in registers: those above the bucket become bits of one register
+//   (vector i, element j at bit 4 i + j: ascending bits are the thread's column order), those inside
+//   it set bits of another, appended to the candidate buffer after the walk with their whole keys
+//   read again from the row, by the few threads that have any (an atomic gives the buffer slot; the
+//   output slot is the rank by (key, column), so the buffer's order does not matter);
+// - one block scan of the above bits' counts places them in thread order, visiting set bits only;
+// - the above slots are mapped and the candidates ranked (and mapped) by all threads after one
+//   barrier: no barrier between the ranking and the write-out.
+// Heavy ties (the threshold bin past FAST_CANDIDATES keys) re-read the row (from L2) a vector at a
+// time in each radix pass and in the column-order placement, as the default's radix path.
+
+// a float4's bits
+__device__ __forceinline__ uint4 raw_bits(float4 v) {
+    return make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
+}
+
+// Keys of the raw bits of columns c .. c + 3; those at or past n key 0 (a branch on the vector holding
+// n and those past it only: the other vectors pay no test a key).
+__device__ __forceinline__ uint4 keys_before(uint4 raw, int c, int n) {
+    uint4 q = make_uint4(sortable_key(__uint_as_float(raw.x)), sortable_key(__uint_as_float(raw.y)),
+                         sortable_key(__uint_as_float(raw.z)), sortable_key(__uint_as_float(raw.w)));
+    if (c + 4 > n) {
+        q.x = c < n ? q.x : 0u;
+        q.y = c + 1 < n ? q.y : 0u;
+        q.z = c + 2 < n ? q.z : 0u;
+        q.w = c + 3 < n ? q.w : 0u;
+    }
+    return q;
+}
+
+// The CTA's row index, read afresh (volatile: not kept in a register from one use to the next, so the
+// row pointers made from it are not either)
+__device__ __forceinline__ int fresh_row() {
+    int b;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(b));
+    return b;
+}
+
+// Two floats' fp16 values (cvt.rn: to nearest, ties to even, as numpy's float16)
+// as order-preserving 16-bit keys, a's in the high half: a half's bits flipped whole when negative,
+// else its sign bit (the sign replicated over each half by a byte permute). Rounding is monotone, so
+// an fp16 key's 4096 bins (key >> 4) are contiguous fp32 key ranges; -0 and +0 stay apart, as in
+// sortable_key, and every real value has a key of at least -inf's 0x03ff (key 0 is the padding).
+__device__ __forceinline__ unsigned int half_keys2(unsigned int a, unsigned int b) {
+    unsigned int h, sign;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(__uint_as_float(a)), "f"(__uint_as_float(b)));
+    asm("prmt.b32 %0, %1, 0, 0xBB99;" : "=r"(sign) : "r"(h));
+    return h ^ (sign | 0x80008000u);
+}
+
+// The thread's index, read afresh (as fresh_row)
+__device__ __forceinline__ int fresh_thread() {
+    int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+}
+
+// rank_candidates by warp votes (SGLang's handle_tie): warp w ranks candidates w, w + 32, ... below
+// `inside`, lane l comparing candidates l, l + 32, ... with it, a ballot counting those before it in
+// (key descending, column ascending) order. The same ranks (a total order), one compare a lane for
+// up to 32 candidates instead of inside / 8 a thread and three shuffles.
+template <class Take>
+__device__ __forceinline__ void rank_candidates_by_votes(const uint2* candidates, int inside, int remaining,
+                                                         Take take) {
+    const int t = fresh_thread();  // (an index shared with the code before would be held until here)
+    const int lane = t & 31;
+    for (int me = t >> 5; me < inside; me += TOPK_WARPS) {  // warp-uniform
+        const uint2 self = candidates[me];
+        int rank = 0;
+        for (int j = lane; j - lane < inside; j += 32) {  // warp-uniform trips
+            const uint2 other = candidates[min(j, inside - 1)];
+            const bool before = j < inside && (other.x > self.x || (other.x == self.x && other.y < self.y));
+            rank += __popc(__ballot_sync(0xffffffffu, before));
+        }
+        if (lane == 0 && rank < remaining) take(rank, (int)self.y);
+    }
+}
+
 template <int VECS>
-__global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
-    dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
-                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
-                           int page_size, int pdl) {
+__device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, long long columns, int n,
+                                              const int* __restrict__ page_table, long long table_stride,
+                                              int* __restrict__ out, int k, int page_size, int* hist,
+                                              uint2* candidates, int* warp_sums, int* warp_sums2, int* s_threshold,
+                                              int* s_candidates) {
+    const int t = threadIdx.x;
+    const auto row = [&]() { return reinterpret_cast<const float4*>(logits + (long long)fresh_row() * columns); };
+    const auto table_row = [&]() { return page_table + (long long)fresh_row() * table_stride; };
+    const auto out_row = [&]() { return out + (long long)fresh_row() * k; };
+    {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
+        const int last = page_of(n - 1, page_size);
+        if (32 * t < last + 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row() + min(32 * t, last)));
+    }
+    // Every vector that starts before seq_len is one float4 load (it ends within the row: the host
+    // launches this kernel on rows that start 16-byte aligned with `columns` % 4 == 0), all issued
+    // first. The keys are kept as fp16 keys, two a register (vector i's x and y in top[2 i], z and w
+    // in top[2 i + 1], the first of a pair in the high half): 16 keys take 8 registers through the
+    // threshold search. The candidates' whole keys are read again.
+    unsigned int top[2 * VECS];
+    {
+        const float4* src = row();
+        uint4 key[VECS];
+#pragma unroll
+        for (int i = 0; i < VECS; ++i)
+            key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t]
+                                                             : make_float4(0.f, 0.f, 0.f, 0.f));
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            // (the column from a fresh thread index: the compiler would otherwise make the four
+            // vectors' columns early, for the loads, and hold them to here)
+            const int c = 4 * (i * TOPK_THREADS + fresh_thread());
+            // fp16 keys, those at or past n key 0
+            top[2 * i] = half_keys2(key[i].x, key[i].y);
+            top[2 * i + 1] = half_keys2(key[i].z, key[i].w);
+            if (c + 4 > n) {
+                top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
+                top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
+            }
+        }
+    }
+    __syncthreads();  // the histogram is zeroed
+    if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: its bin is 0
+#pragma unroll
+    for (int p = 0; p < 2 * VECS; ++p) {
+        // the fp16 key's top 12 bits
+        atomicAdd(&hist[top[p] >> 20], 1);
+        atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
+    }
+    __syncthreads();
+    lean_threshold(hist, n, k, warp_sums, s_threshold);
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
+    int inside = s_threshold[2];              // keys in the threshold bin
+    int remaining = k - above_total;          // of which this many are taken, 1 <= remaining <= inside
+    int* const staging = hist;  // raw columns by output slot (hist's last reads: before lean_threshold's end)
+    unsigned int lo, hi;  // the bin's whole-key range: set for the heavy ties only (below)
+
+    if (inside <= FAST_CANDIDATES) {
+        // An fp16 key is above the bin iff past 16 bin + 15, at or above it iff at least 16 bin, as
+        // the high half of a word: (top > bin << 20 | 0xfffff), (top >= bin << 20). Key 0 (past
+        // seq_len) is never inside: every real key is at least -inf's, 0x03ff.
+        const unsigned int above_word = bin << 20 | 0xfffffu;
+        const unsigned int from_word = max(bin << 20, 0x10000u);
+        unsigned int above = 0u, at_or_above = 0u;
+#pragma unroll
+        for (int p = 0; p < 2 * VECS; ++p) {
+            // (the second key moved up by a byte permute, not the histogram's shift: a common
+            // subexpression would keep 8 more registers live through the threshold search)
+            const unsigned int first = top[p], second = __byte_perm(top[p], 0u, 0x1044);
+            above |= (unsigned int)(first > above_word) << (2 * p) |
+                     (unsigned int)(second > above_word) << (2 * p + 1);
+            at_or_above |= (unsigned int)(first >= from_word) << (2 * p) |
+                           (unsigned int)(second >= from_word) << (2 * p + 1);
+        }
+        const unsigned int in = at_or_above & ~above;
+        if (in != 0u) {  // about 2 % of the threads (the bin's ~25 keys of 16384): whole keys from the row
+            int slot = atomicAdd(s_candidates, __popc(in));
+            const float* src = logits + (long long)fresh_row() * columns;
+            for (unsigned int m = in; m != 0u && slot < FAST_CANDIDATES; m &= m - 1u) {
+                const int bit = __ffs(m) - 1;
+                const int column = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
+                candidates[slot++] = make_uint2(sortable_key(src[column]), column);
+            }
+        }
+        // warp_sums was last read before lean_threshold's second barrier
+        int slot = (int)block_scan_packed((unsigned int)__popc(above), warp_sums, nullptr);
+        for (unsigned int m = above; m != 0u; m &= m - 1u) {
+            const int bit = __ffs(m) - 1;
+            staging[slot++] = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
+        }
+        __syncthreads();  // staging and the candidates are complete
+        {  // the above keys' slots [0, above_total), and the `remaining` best candidates after them;
+           // the counts read again past the barrier (not held in registers through the walks)
+            // (the candidates appended, which are the bin's keys: a count that could differ, for
+            // NaN scores passed unvalidated, never ranks an unwritten entry)
+            const int above_total = s_threshold[1], inside = min(*s_candidates, FAST_CANDIDATES);
+            write_mapped(out_row(), staging, above_total, table_row(), page_size);
+            rank_candidates_by_votes(candidates, inside, k - above_total, [&](int rank, int column) {
+                out_row()[above_total + rank] = mapped_paged(table_row(), column, page_size);
+            });
+        }
+        return;
+    }
+
+    // Heavy ties: the default's radix over the bin's key range and its column-order placement, the
+    // keys read again from the row a vector at a time (no key register lives into this branch).
+    const auto keys_of = [&](int i) {
+        return keys_before(raw_bits(row()[i * TOPK_THREADS + t]), 4 * (i * TOPK_THREADS + t), n);
+    };
+    {  // the bin's whole-key range: the least and the greatest key of the row in it (the keys of
+       // other bins lie outside, rounding being monotone); candidates[0] is free here
+        if (t == 0) candidates[0] = make_uint2(0xffffffffu, 0u);
+        __syncthreads();
+#pragma unroll 1
+        for (int i = 0; i < VECS; ++i) {
+            const int c = 4 * (i * TOPK_THREADS + t);
+            if (c >= n) continue;
+            const uint4 raw = raw_bits(row()[i * TOPK_THREADS + t]);
+            const unsigned int xy = half_keys2(raw.x, raw.y), zw = half_keys2(raw.z, raw.w);
+            const unsigned int in_bin[4] = {xy >> 20, (xy >> 4) & 0xfffu, zw >> 20, (zw >> 4) & 0xfffu};
+            const unsigned int e[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (c + j < n && in_bin[j] == bin) {
+                    atomicMin(&candidates[0].x, sortable_key(__uint_as_float(e[j])));
+                    atomicMax(&candidates[0].y, sortable_key(__uint_as_float(e[j])));
+                }
+        }
+        __syncthreads();
+        lo = candidates[0].x;
+        hi = candidates[0].y;
+    }
+    while (inside != remaining && hi != lo) {  // every thread decides the same
+        const int shift = radix_shift(lo, hi);
+        const unsigned int width = hi - lo;
+        __syncthreads();  // the last pass's reads of hist and s_threshold are done
+        reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+        __syncthreads();
+#pragma unroll 1
+        for (int i = 0; i < VECS; ++i)
+            if (4 * (i * TOPK_THREADS + t) < n) count_digit4(keys_of(i), lo, width, shift, hist);
+        __syncthreads();
+        fast_threshold(hist, inside, remaining, warp_sums, s_threshold);
+        narrow_bucket(s_threshold, shift, remaining, inside, lo, hi);
+    }
+    const int first_inside = k - remaining;
+    int above_base = 0, inside_base = 0;
+#pragma unroll 1
+    for (int i = 0; i < VECS; ++i) {
+        const uint4 q = 4 * (i * TOPK_THREADS + t) < n ? keys_of(i) : make_uint4(0u, 0u, 0u, 0u);
+        unsigned int total;
+        const unsigned int before = block_scan_packed(classify4(q, lo, hi), i & 1 ? warp_sums2 : warp_sums, &total);
+        int slot_above = above_base + (int)(before & 0xffffu);
+        int slot_inside = inside_base + (int)(before >> 16);
+        above_base += (int)(total & 0xffffu);
+        inside_base += (int)(total >> 16);
+        place4(q, 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
+               [&](int slot, unsigned int, int column) {
+                   if (slot < remaining) staging[first_inside + slot] = column;
+               });
+    }
+    __syncthreads();
+    write_mapped(out_row(), staging, k, table_row(), page_size);
+}
+
+// The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
+template <int VECS, bool HALF>
+__device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, long long columns,
+                                            const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                            long long table_stride, int* __restrict__ out, int k, int page_size,
+                                            int pdl) {
     // Rows past 4096 x VECS columns (a mixed batch wider than this kernel, DSV4_TOPK_KERNEL=split)
     // are left to the wide kernel, launched after this one on the same batch; rows <= k are written here.
     __shared__ __align__(16) int hist[FAST_BINS];
     __shared__ __align__(8) uint2 candidates[FAST_CANDIDATES];  // (key, column) of the threshold bin
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
+    __shared__ int s_candidates;  // HALF: candidates appended so far
 
     const int t = threadIdx.x;
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
+    if (HALF && t == 0) s_candidates = 0;
     if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
         pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
         pdl_wait();
     }
-    const int n = seq_lens[b];
+    // FAST_CUTS & FAST_EARLY_LOADS: seq_len and the row's loads issued together after pdl_wait(), by
+    // coherent loads: ptxas hoists the plain `seq_lens[b]` (ld.global.nc: read-only to it) above
+    // griddepcontrol.wait (ACQBULK in the SASS), a race with a kernel before that writes seq_lens;
+    // a coherent load stays after it. Where every row this kernel selects fits it (columns <= 4096 x
+    // VECS: not split's wider tensors) and some row may be longer than k, the row's vectors before
+    // `columns` are loaded before seq_len is known (whole float4s, in bounds: rows start 16-byte
+    // aligned and columns % 4 == 0; make_keys turns the columns past n into key 0), so the two global
+    // round trips overlap instead of following each other. Volatile: not sunk past the seq_len tests.
+    int n;
+    if (FAST_CUTS & FAST_EARLY_LOADS)
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    else
+        n = seq_lens[b];
+    const bool early = (FAST_CUTS & FAST_EARLY_LOADS) && !HALF && columns <= 4 * TOPK_THREADS * VECS && columns > k;
+    const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
+    uint4 key[VECS];
+    if (early) {
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            key[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (4 * (i * TOPK_THREADS + t) < columns)
+                asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(key[i].x), "=r"(key[i].y), "=r"(key[i].z), "=r"(key[i].w)
+                             : "l"(src + i * TOPK_THREADS + t));
+        }
+    }
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= k) {
@@ -846,14 +1171,19 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
         return;
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
+    if (HALF) {
+        fast_half_row<VECS>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
+                            warp_sums, warp_sums2, s_threshold, &s_candidates);
+        return;
+    }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and
     // an aligned base), so every vector before seq_len's is one float4 load, all issued first.
-    const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
-    uint4 key[VECS];
 #pragma unroll
     for (int i = 0; i < VECS; ++i) {
         const int c = 4 * (i * TOPK_THREADS + t);
-        if (c + 3 < n) {
+        if (early) {
+            // loaded above
+        } else if (c + 3 < n) {
             const float4 v = src[i * TOPK_THREADS + t];
             key[i] = make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
         } else {  // the vector holding seq_len, and those past it
@@ -867,8 +1197,15 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
     make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
     __syncthreads();                // the histogram is zeroed
+    if (FAST_CUTS & FAST_COUNT_PADDING) {
+        // every key counted, no test a key: key 0 (past n) is bin 0's, and thread 0 takes it back out
+        if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
+        for (int i = 0; i < VECS; ++i) count_coarse4<false>(key[i], hist);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
+    }
     __syncthreads();
     fast_threshold(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];
@@ -900,6 +1237,13 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
                            candidates[slot] = make_uint2(e, (unsigned int)column);
                        });
         __syncthreads();
+        if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
+            write_mapped(out_row, staging, above_total, table_row, page_size);
+            rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
+                out_row[above_total + rank] = mapped_paged(table_row, column, page_size);
+            });
+            return;
+        }
         // the `remaining` best candidates go to slots above_total + rank
         rank_candidates(candidates, inside, remaining,
                         [&](int rank, int column) { staging[above_total + rank] = column; });
@@ -942,9 +1286,26 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
     write_mapped(out_row, staging, k, table_row, page_size);
 }
 
+template <int VECS>
+__global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
+    dsv4_topk_indices_fast(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
+                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
+                           int page_size, int pdl) {
+    fast_kernel<VECS, false>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, pdl);
+}
+
+// The fast kernel on fp16 bins at two CTAs an SM for every VECS (fast_half_row): the host's pick where
+// the fast kernel's grid would need more than one wave
+template <int VECS>
+__global__ void __launch_bounds__(TOPK_THREADS, 2)
+    dsv4_topk_indices_half(const float* __restrict__ logits, long long columns, const int* __restrict__ seq_lens,
+                           const int* __restrict__ page_table, long long table_stride, int* __restrict__ out, int k,
+                           int page_size, int pdl) {
+    fast_kernel<VECS, true>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, pdl);
+}
+
 // ---------------------------------------------------------------------------------------------
-// Default for tensors wider than 16384 columns, and for more 16384-column rows than one wave of the
-// fast kernel: `dsv4_topk_indices_wide<CLUSTER>` (`wide1`: CLUSTER 1), one launch for the whole
+// Default for tensors wider than 16384 columns: `dsv4_topk_indices_wide<CLUSTER>` (`wide1`: CLUSTER 1), one launch for the whole
 // batch that routes each row by its own seq_len on the device: rows <= k are the plain copy; a row
 // that fits one CTA's chunk buffer (seq_len <= solo_up_to, which the host sets) is selected by rank
 // 0 alone, with no cluster barrier, while its peers exit; a longer row is split in CLUSTER

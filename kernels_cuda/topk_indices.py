@@ -14,7 +14,10 @@ instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums th
 histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_GROUPS=0
 gives every row past the solo bound the launch's whole cluster (by default the 4- and 8-CTA kernels
 give it the fewest CTAs whose chunks fit the bound, WIDE_GROUPS); DSV4_TOPK_EARLY=1 (opt-in) lets a
-one-wave cluster launch schedule the next kernel at its start.
+one-wave cluster launch schedule the next kernel at its start. More rows of up to
+FAST_COLUMNS than one wave of the fast kernel (256 x 16384) run `dsv4_topk_indices_half`: the fast
+kernel on the fp16-rounded score's bins, its keys two a register, two CTAs an SM (docs/topk-s9a.md;
+the same selection in its own order).
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
 a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
@@ -61,12 +64,22 @@ MAX_K = 4096  # the write-out stages a CTA's columns in its two 2048-bin histogr
 # 4096-bin histogram, so k <= MAX_K holds for it too.
 FAST_VECS = (1, 2, 4)
 FAST_COLUMNS = 4 * THREADS * FAST_VECS[-1]
-FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}  # its launch bound a VECS (FAST_CTAS_PER_SM_<VECS> in DEFINES)
-# More rows than the fast kernel runs in one wave (256 x 16384: two waves of one CTA an SM) go to
-# dsv4_topk_indices_wide1 (the row in shared memory, 32 registers on sm_90+): two CTAs an SM while
-# two chunks and their 17.5 KB of static shared memory fit, so one wave. DSV4_TOPK_MANY_ROWS=fast
-# keeps them on the fast kernel (for a side-by-side run).
-WIDE1_TWO_PER_SM_COLUMNS = 16384
+# its launch bound a VECS (FAST_CTAS_PER_SM_<VECS> in DEFINES)
+FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}
+# dsv4_topk_indices_half<VECS>: the fast kernel's selection on the coarse bins of the score rounded to
+# fp16 (SGLang's binning: one conversion for two keys), its keys two a register, 32 registers and two
+# CTAs an SM for every VECS; the same k, its own slot order. It takes a narrow tensor whose rows are
+# more than one wave of the fast kernel: on the H200 (graph-timed medians) 256 x 16384 ran 10.9 us
+# against wide1's 13.7 (k 1024: 11.5 against 14.3), while 64 x 16384 (a row alone on its SM, a latency
+# chain) ran 8.4 against the fast kernel's 8.1. DSV4_TOPK_KERNEL=wide runs wide1 there (the A/B).
+HALF_CTAS_PER_SM = 2
+# DSV4_TOPK_FAST_CUTS (read at import: it picks the compiled code; opt-in until measured on the GPU):
+# latency cuts of the default fast kernel's one-CTA chain (64 x 16384), bits of: 1 the row's loads
+# issued before seq_len arrives (two global round trips overlapped), 2 the histogram without a padding
+# test a key (key 0 counted in bin 0, taken out once), 4 the threshold-bin candidates ranked by warp
+# votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
+# fewer). docs/topk-s9a.md, "64 x 16384".
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -81,13 +94,13 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8}
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
-           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}}
+           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
 _SKIP = (*_PARAMS, "i32 skip_up_to")
 SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "dsv4_topk_indices_regs": _PARAMS,
-              "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"),
+              "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"), "dsv4_topk_indices_half": (*_PARAMS, "i32 pdl"),
               "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
               "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work")}
 
@@ -124,12 +137,14 @@ def _device(device_index):
     return props.multi_processor_count, clusters
 
 
-def fast_kernel_takes(batch, columns, sms, hopper, many_rows="wide"):
-    """Whether dsv4_topk_indices_fast runs every row of a tensor of `columns` (<= FAST_COLUMNS) columns:
-    yes unless its grid needs more than one wave and wide1 can run the batch two CTAs an SM."""
-    vecs = next(v for v in FAST_VECS if 4 * THREADS * v >= columns)
-    return (many_rows == "fast" or batch <= FAST_CTAS_PER_SM[vecs] * sms or not hopper
-            or columns > WIDE1_TWO_PER_SM_COLUMNS)
+def fast_launch(batch, columns, sms):
+    """The fast kernel for `batch` rows of `columns` (<= FAST_COLUMNS) columns: (kernel, pdl). Its default
+    form while the grid is one wave of it, else the half form (two CTAs an SM); PDL when the grid is
+    one wave (it waits before reading). A function of the shape only, so a plan never changes it."""
+    vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= columns), FAST_VECS[-1])
+    if batch <= FAST_CTAS_PER_SM[vecs] * sms:
+        return f"dsv4_topk_indices_fast<{vecs}>", True
+    return f"dsv4_topk_indices_half<{vecs}>", batch <= HALF_CTAS_PER_SM * sms
 
 
 def _opt_in(kernel, shared, device):
@@ -180,32 +195,27 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
     return MAX_CHUNK if cluster == fewest and batch * cluster > sms else chunk_columns(columns, cluster)
 
 
-def launches(batch, columns, aligned, sms, clusters, choice="fast", many_rows="wide", solo=SOLO_COLUMNS, fold=True,
-             direct_sum=False, groups=True, groups_bound=0, early=False):
+def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_COLUMNS, fold=True, direct_sum=False,
+             groups=True, groups_bound=0, early=False):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
     kernels, () for v2. aligned: rows start 16-byte aligned; sms, clusters: as _device; choice,
-    many_rows, solo, fold, direct_sum, groups, groups_bound, early: the DSV4_TOPK_KERNEL,
-    DSV4_TOPK_MANY_ROWS, DSV4_TOPK_SOLO (columns; 0 = off), DSV4_TOPK_FOLD, DSV4_TOPK_SUM,
+    solo, fold, direct_sum, groups, groups_bound, early: the DSV4_TOPK_KERNEL,
+    DSV4_TOPK_SOLO (columns; 0 = off), DSV4_TOPK_FOLD, DSV4_TOPK_SUM,
     DSV4_TOPK_GROUPS, DSV4_TOPK_GROUPS_BOUND and DSV4_TOPK_EARLY settings (groups, the default: rows
     sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
     the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
     early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
     start, WIDE_EARLY)."""
     narrow = columns <= FAST_COLUMNS
-    if choice in ("fast", "split") and narrow and not fast_kernel_takes(batch, columns, sms, len(clusters) > 1,
-                                                                        many_rows):
-        return [("dsv4_topk_indices_wide1", (1, batch), 4 * (chunk_columns(columns, 1) + 4), False,
-                 (-1, -1, WIDE_FOLD * fold))]
     runs, skip_up_to = [], -1
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
         # Up to FAST_COLUMNS wide: every row here. Wider (split only): rows of seq_len <= FAST_COLUMNS
         # here and the rest in the wide kernel launched next (both read seq_lens on the device, so a
-        # mixed batch needs no host sync). PDL when the grid is one wave (it waits before reading).
-        vecs = next((v for v in FAST_VECS if 4 * THREADS * v >= columns), FAST_VECS[-1])
-        pdl = batch <= FAST_CTAS_PER_SM[vecs] * sms
-        runs.append((f"dsv4_topk_indices_fast<{vecs}>", (batch,), 0, pdl, (int(pdl),)))
+        # mixed batch needs no host sync).
+        kernel, pdl = fast_launch(batch, columns, sms)
+        runs.append((kernel, (batch,), 0, pdl, (int(pdl),)))
         if narrow:
             return runs
         skip_up_to = FAST_COLUMNS
@@ -278,7 +288,6 @@ def work_list(lens, cluster, solo_up_to, k, groups=False):
 def _launches_from_env(batch, columns, aligned, sms, clusters, env):
     """launches() with the DSV4_TOPK_* settings of `env` (read at each call)."""
     return launches(batch, columns, aligned, sms, clusters, choice=env.get("DSV4_TOPK_KERNEL", "fast"),
-                    many_rows=env.get("DSV4_TOPK_MANY_ROWS", "wide"),
                     solo=int(env.get("DSV4_TOPK_SOLO", str(SOLO_COLUMNS))),
                     fold=env.get("DSV4_TOPK_FOLD", "1") != "0",
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",

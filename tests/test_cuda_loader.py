@@ -226,14 +226,16 @@ def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
 
 
 @pytest.mark.parametrize("choice, seq_lens, columns, sms, first", [
-    ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "wide1"),
+    ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "half<4>"),
+    ("fast", [300, 20000, 30000], 32768, 2, "wide1"),
     ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<8>"),
     ("split", [70000, 9000], 70000, 132, "fast<4>"),
     ("cluster", [70000, 300], 70000, 132, "cluster<"),
     ("v2", [5000, 300], 5000, 132, "regs<2>")], ids=lambda x: str(x))
 def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, columns, sms, first):
-    # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, wide1,
-    # wide clusters up to 8, split's two launches, cluster, v2) passes the signature check
+    # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, half past
+    # one wave of fast, wide1, wide clusters up to 8, split's two launches, cluster, v2) passes the
+    # signature check
     import torch
 
     from harness import inputs

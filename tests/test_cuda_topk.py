@@ -35,9 +35,16 @@ def test_a_wide_tensor_is_one_launch_that_routes_rows_by_length():
     assert T.launches(64, 262144, True, *H200, fold=False)[0][4][2] == T.WIDE_GROUPS
     assert T.launches(64, 262144, True, *H200, direct_sum=True)[0][4][2] == (T.WIDE_FOLD | T.WIDE_DIRECT_SUM
                                                                             | T.WIDE_GROUPS)
-    # narrow tensors keep the fast kernel (one wave) or wide1 (more rows than a wave)
-    assert [r[0] for r in T.launches(64, 16384, True, *H200)] == ["dsv4_topk_indices_fast<4>"]
-    assert [r[0] for r in T.launches(256, 16384, True, *H200)] == ["dsv4_topk_indices_wide1"]
+    # narrow tensors: the fast kernel while its grid is one wave (132 rows of 16384 at one CTA an SM,
+    # 264 of 4096 at two), the half kernel (two CTAs an SM) past it, with PDL while that is one wave
+    for batch, columns, kernel, pdl in [(64, 16384, "fast<4>", 1), (132, 16384, "fast<4>", 1),
+                                        (133, 16384, "half<4>", 1), (256, 16384, "half<4>", 1),
+                                        (265, 16384, "half<4>", 0), (132, 8192, "fast<2>", 1),
+                                        (256, 8192, "half<2>", 1), (264, 4096, "fast<1>", 1),
+                                        (265, 4096, "half<1>", 0)]:
+        assert T.launches(batch, columns, True, *H200) == [(f"dsv4_topk_indices_{kernel}", (batch,), 0, bool(pdl),
+                                                            (pdl,))], (batch, columns)
+    assert T.launches(256, 16384, True, *H200, choice="wide")[0][0] == "dsv4_topk_indices_wide1"  # the A/B
 
 
 def row_path(n, k, cluster, skip_up_to, solo_up_to):
@@ -229,6 +236,137 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
     assert ran >= 3
 
 
+def half_keys(x):
+    """half_keys2's key of each float (topk_indices.cu): its fp16 value (round to nearest even, fp16
+    infinity past 65504, as cvt.rn.f16x2.f32) with the bits flipped whole when negative, else the sign
+    bit. No NaN here (validated rows have none)."""
+    with np.errstate(over="ignore"):  # past 65520: fp16 infinity, as the GPU's conversion
+        h = x.astype(np.float32).astype(np.float16).view(np.uint16).astype(np.uint32)
+    return np.where(h & 0x8000, h ^ 0xFFFF, h ^ 0x8000).astype(np.uint32)
+
+
+def fast_half_model(row, n, k, vecs):
+    """fast_half_row (dsv4_topk_indices_half) for one aligned row (k < n <= 4096 vecs), line for line:
+    the keys of vector i = 1024 i + t in registers as fp16 keys (x, y in word 2 i, z, w in 2 i + 1, the
+    first in the high half, 0 past n), all counted by their top 12 bits with the padding taken out of
+    bin 0, the threshold, the counting walk on the words (bit 4 i + j: above the bin b iff the word half
+    > (b << 20 | 0xfffff), at or above it iff >= b << 20), the above keys placed in thread order over
+    their set bits, the candidates ranked by their whole fp32 keys, then column. The raw columns by
+    slot, or None where the bin holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+    keys16 = np.zeros(4 * THREADS * vecs, np.uint32)
+    keys16[:n] = half_keys(row[:n])
+    q = keys16.reshape(vecs, THREADS, 4)
+    words = np.stack([(q[:, :, 0] << 16) | q[:, :, 1], (q[:, :, 2] << 16) | q[:, :, 3]], axis=2).astype(np.uint32)
+    first, second = words, (words << np.uint32(16)).astype(np.uint32)
+    hist = np.bincount(np.concatenate([(first >> 20).ravel(), ((first >> 4) & 0xFFF).ravel()]), minlength=BINS)
+    hist[0] -= 4 * THREADS * vecs - n
+    assert np.array_equal(hist, np.bincount(keys16[:n] >> 4, minlength=BINS))
+    b, above_total, inside = threshold(hist, k)
+    if inside > CANDIDATES:
+        return None
+    above_word, from_word = (b << 20) | 0xFFFFF, max(b << 20, 0x10000)
+    halves = np.stack([first, second], axis=3).reshape(vecs, THREADS, 4).astype(np.int64)
+    above = halves > above_word
+    inside_bits = (halves >= from_word) & ~above
+    assert np.array_equal(above, q > 16 * b + 15) and np.array_equal(inside_bits, q >> 4 == b)
+    keys = sortable_key(row[:n])
+    # rounding is monotone: every key of a bin past b is above every key of b, and b's above those below
+    in_bin = keys[(keys16[:n] >> 4) == b]
+    assert (keys[(keys16[:n] >> 4) > b] > in_bin.max()).all() and (keys[(keys16[:n] >> 4) < b] < in_bin.min()).all()
+    out = np.full(k, -1, np.int64)
+    slot, candidates = 0, []
+    for t in range(THREADS):
+        bits = sum(int(above[i, t, j]) << (4 * i + j) for i in range(vecs) for j in range(4))
+        while bits:
+            bit = (bits & -bits).bit_length() - 1
+            bits &= bits - 1
+            out[slot] = 4 * (t + THREADS * (bit >> 2)) + (bit & 3)
+            slot += 1
+        candidates += [4 * (t + THREADS * i) + j for i in range(vecs) for j in range(4) if inside_bits[i, t, j]]
+    assert slot == above_total and len(candidates) == inside
+    out[above_total:] = sorted(candidates, key=lambda c: (-int(keys[c]), c))[:k - above_total]
+    return out
+
+
+def test_the_fp16_key_orders_as_the_score_and_keeps_every_zero_and_infinity_apart():
+    # half_keys is monotone in the fp32 order of the scores (ties to even, both zeros, the 65520
+    # overflow point, subnormals) and real scores never key 0, the padding's; every fp16 bin is a run
+    x = np.array([-np.inf, -65520, -65519.99, -1.0, -2 ** -24, -2 ** -26, -0.0, 0.0, 2 ** -26, 2 ** -25,
+                  3 * 2 ** -26, 1.0, 1.00048828125, 1.000732421875, 1.0009765625, 65504, 65519.99, 65520, np.inf],
+                 np.float32)
+    assert (np.diff(x) >= 0).all()
+    assert (np.diff(half_keys(x).astype(np.int64)) >= 0).all() and half_keys(x).min() == 0x03FF
+    assert half_keys(np.float32([-0.0, 0.0])).tolist() == [0x7FFF, 0x8000]
+    rng = np.random.default_rng(7)
+    y = np.sort(np.concatenate([rng.standard_normal(20000), rng.standard_normal(2000) * 1e4, rng.standard_normal(
+        2000) * 1e-6]).astype(np.float32))
+    assert (np.diff(half_keys(y).astype(np.int64)) >= 0).all()
+
+
+def test_the_vote_ranking_ranks_every_candidate_once_in_key_then_column_order():
+    # rank_candidates_by_votes (topk_indices.cu) line for line: warp w takes candidates w, w + 32, ...;
+    # lane l compares candidates l, l + 32, ... (clamped reads past `inside`, not counted); the ballot's
+    # popcount is the rank. Ties of keys (rounded scores) and counts 1..128 around the 32-lane steps.
+    rng = np.random.default_rng(5)
+    for inside in (1, 2, 31, 32, 33, 64, 65, 100, 128):
+        keys = rng.integers(0, 6, inside).astype(np.int64)
+        columns = rng.permutation(10000)[:inside]
+        ranks = {}
+        for warp in range(THREADS // 32):
+            for me in range(warp, inside, THREADS // 32):
+                rank, j0 = 0, 0
+                while j0 < inside:  # for (j = lane; j - lane < inside; j += 32), every lane at once
+                    js = j0 + np.arange(32)
+                    other = np.minimum(js, inside - 1)
+                    before = (js < inside) & ((keys[other] > keys[me]) | ((keys[other] == keys[me]) &
+                                                                         (columns[other] < columns[me])))
+                    rank += int(before.sum())
+                    j0 += 32
+                ranks[me] = rank
+        order = sorted(range(inside), key=lambda c: (-keys[c], columns[c]))
+        assert [ranks[c] for c in order] == list(range(inside))
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf", "zeros"])
+def test_the_half_kernels_selection_is_the_k_largest_lowest_column_first(data):
+    # fast_half_model selects what wide_model at one CTA (the default fast kernel's order) does: the k
+    # largest, lowest column first, each once, in its own order
+    rng = np.random.default_rng(len(data))
+    ran = 0
+    for n, k, vecs in [(16384, 512, 4), (16384, 1024, 4), (16384, 2048, 4), (16001, 512, 4), (8192, 512, 2),
+                       (5003, 1024, 2), (12289, 512, 4)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        if data == "zeros":  # +0 and -0 at the cut (relu-like scores), keys 0x80000000 and 0x7fffffff
+            row = np.where(row > 0.3, row, np.where(rng.random(n) < 0.5, np.float32(0), np.float32(-0.0)))
+            row = row.astype(np.float32)
+        keys = sortable_key(row)
+        best = sorted(sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k])
+        half = fast_half_model(row, n, k, vecs)
+        if half is None:
+            continue
+        ran += 1
+        assert sorted(half.tolist()) == best and len(set(half.tolist())) == k, (n, k, vecs)
+        default = wide_model(row, n, k, 1, 0)
+        assert default is None or sorted(default.tolist()) == best
+    assert ran >= 4
+
+
+def test_the_half_kernel_fits_two_ctas_an_sm(monkeypatch):
+    # half<4> (16 keys a thread: the tightest; half<1>/<2> in the build table) at 32 registers and no
+    # spill or stack (the row's keys stay in registers), so 256 x 16384 is one wave of it
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_half<4>"])
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)["dsv4_topk_indices_half<4>"]
+    assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, res
+
+
 def test_the_one_cta_an_sm_clusters_keep_every_group_of_the_bench_chunks():
     # the kept bits (WIDE_KEPT_GROUPS) cover a thread's whole share of the chunk at the bench shapes
     # that run the 2-, 4- and 8-CTA kernels, in a mask of 32 bits (wide1) or 64 (the clusters)
@@ -403,7 +541,7 @@ def test_rows_sized_by_length_leave_uniform_batches_as_they_were_and_fit_one_cta
 def test_the_early_trigger_is_a_bit_of_the_one_wave_cluster_launches_only():
     # DSV4_TOPK_EARLY (WIDE_EARLY): one-wave grids only (1 x 65536, 64 x 65536), launched with PDL; the
     # same launch otherwise
-    for batch, columns in [(64, 262144), (1, 65536), (64, 65536), (64, 131072), (256, 16384)]:
+    for batch, columns in [(64, 262144), (1, 65536), (64, 65536), (64, 131072), (256, 131072)]:
         (kernel, grid, shared, pdl, extra), = T.launches(batch, columns, True, *H200, early=True)
         (kernel0, grid0, shared0, pdl0, extra0), = T.launches(batch, columns, True, *H200)
         assert (kernel, grid, shared, pdl, extra[:2], extra[3:]) == (kernel0, grid0, shared0, pdl0, extra0[:2],
@@ -472,6 +610,36 @@ def test_the_topk_plan_gives_the_device_routings_bits_on_a_mixed_batch(monkeypat
     assert torch.equal(planned, unplanned) and torch.equal(planned, device)
     expected = x.call(torch_topk, k=k)
     assert torch.equal(planned.sort(1).values, expected.sort(1).values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch, columns, k",
+                         [(64, 16384, 512), (256, 16384, 1024), (64, 16384, 2048), (40, 8192, 512)])
+def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, columns, k):
+    # every slot, order included, as wide_model at one CTA places it (the default fast kernel's and
+    # wide1's order), or fast_half_model where the host runs the half kernel (256 rows); a row ending
+    # mid-vector and one ending mid-row; the page table is the identity
+    import torch
+    generator = torch.Generator(device="cuda").manual_seed(columns + k + batch)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    seq_lens = torch.full((batch,), columns, dtype=torch.int32, device="cuda")
+    seq_lens[0], seq_lens[1] = columns - 5, columns // 2 + 3
+    page_table = torch.arange(-(-columns // 64), dtype=torch.int32, device="cuda").repeat(batch, 1)
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
+    vecs = next(v for v in T.FAST_VECS if 4 * THREADS * v >= columns)
+    sms, clusters = T._clusters(torch.cuda.current_device(), {})
+    (kernel, *_), = T.launches(batch, columns, True, sms, clusters)
+    assert kernel == f"dsv4_topk_indices_{'half' if batch > T.FAST_CTAS_PER_SM[vecs] * sms else 'fast'}<{vecs}>"
+    modelled = 0
+    for b in list(range(8)) + [batch - 1]:
+        expected = (fast_half_model(rows[b], lens[b], k, vecs) if "half" in kernel
+                    else wide_model(rows[b], lens[b], k, 1, 0))
+        if expected is None:
+            continue
+        modelled += 1
+        assert np.array_equal(out[b], expected), b
+    assert modelled >= 4
 
 
 @pytest.mark.gpu
