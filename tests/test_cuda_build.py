@@ -120,7 +120,8 @@ def test_attention_shared_sizes_match_the_kernels():
              "BF16_PIPE_SHARED_BYTES": A.PIPE_SHARED_BYTES, "FP8_WG_SHARED_BYTES": F.SHARED_BYTES,
              "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES, "BF16_PAIR_SHARED_BYTES": A.PAIR_SHARED_BYTES,
              "FP8_PAIR_SHARED_BYTES": F.PAIR_SHARED_BYTES, "LATE_SHARED_BYTES": A.LATE_SHARED_BYTES,
-             "FP8_LATE_SHARED_BYTES": F.LATE_SHARED_BYTES}
+             "FP8_LATE_SHARED_BYTES": F.LATE_SHARED_BYTES, "WS_SHARED_BYTES": A.WS_SHARED_BYTES,
+             "WS_THREADS": A.WS_THREADS}
     checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
     prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
     try:
@@ -141,7 +142,7 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
     # tensors; auto takes wgmma on Hopper (the pipe and pair kernels only when asked for)
     A = importlib.import_module("kernels_cuda.sparse_attention")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
-    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair"):
+    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair", "ws"):
         for heads in (16, 64, 80, 128):
             for batch in (1, 64, 256, 4096):
                 for aligned in (True, False):
@@ -150,12 +151,14 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
                             else f"dsv4_sparse_attention_{kernel}<true, true>")
                     assert name in compiled, (choice, kernel)
                     assert kernel == "h16" or A.SHARED[kernel] <= shared, (choice, kernel)
-                    if kernel in ("wgmma", "wgmma2", "pipe", "pair"):
+                    if kernel in ("wgmma", "wgmma2", "pipe", "pair", "ws"):
                         assert capability == (9, 0) and heads % 64 == 0 and aligned, (choice, heads, aligned)
                     if kernel == "pair":  # a cluster of two 64-head CTAs: the grid's head blocks in pairs
                         assert heads % 128 == 0, (choice, heads)
                     if choice in ("h16", "h64") and kernel != "h16":
                         assert kernel == choice
+                    if choice == "ws" and capability == (9, 0) and heads % 64 == 0 and aligned:
+                        assert kernel == "ws", (heads, batch)
     assert A.choose_kernel("auto", capability, 64, 64, sms, shared, True) == decode  # decode b64 H64
     assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
     assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode  # decode b64 H128
