@@ -2184,9 +2184,20 @@ __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
 __device__ __forceinline__ void cp_async_mbar_arrive(unsigned int bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
-// cp_async16_l2_256 that reads `bytes` (16 or 0) of the source and zero-fills the rest
-__device__ __forceinline__ void cp_async16_l2_256_fill(unsigned int dst, const void* gmem, unsigned int bytes) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes) : "memory");
+// cp_async16_l2_256 that reads `bytes` (16 or 0) of the source and zero-fills the rest, under the L2
+// cache policy `policy` (evict_last_policy)
+__device__ __forceinline__ void cp_async16_l2_256_fill(unsigned int dst, const void* gmem, unsigned int bytes,
+                                                       unsigned long long policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(gmem),
+                 "r"(bytes), "l"(policy)
+                 : "memory");
+}
+// an L2 policy that keeps the lines it touches past others (FlashMLA gathers under it): neighbouring
+// prefill rows and the second 64-head CTA of a row at H 128 read the same cache rows again
+__device__ __forceinline__ unsigned long long evict_last_policy() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
 }
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
@@ -2290,7 +2301,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
     const int* idx_row = indices + (long long)b * K + k_begin;
-    const int warpgroup = threadIdx.x >> 7, lt = threadIdx.x & 127;
+    // warp-uniform as far as ptxas can tell (a shuffle's result): a role branch on threadIdx alone made
+    // it serialise every wgmma (C7519, "WG.AR in divergent path")
+    const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
     // the pair count, computed by each role after its setmaxnreg: computed before the branch, NVRTC
     // 13.0 kept it on the stack across it (4 bytes spilled, reloaded in both loops)
     auto pair_count = [&]() {
@@ -2318,6 +2331,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
+        const unsigned long long policy = evict_last_policy();
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) {
 #pragma unroll
@@ -2337,7 +2351,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
                 for (int c = 0; c < 4; ++c)
                     cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
-                                           src + c * 128, bytes);
+                                           src + c * 128, bytes, policy);
             }
         };
         load_ids(0);
@@ -2357,6 +2371,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             cp_async_mbar_arrive(ready(2));
             load_ids(j + 1);
         }
+        cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
         return;
     }
@@ -2414,9 +2429,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
     if (half == 0) {
         const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
+        // the flags of the pair whose S is in flight, loaded before its issue (ptxas otherwise moved most of
+        // the loads past the S wait, onto the path to the softmax)
+        unsigned int valid = valid_bits(0);
         if (pairs > 0) issue_s(s, o, 0, 0, false);
         for (int j = 0; j < pairs; ++j) {
-            const unsigned int valid = valid_bits(j);
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
@@ -2462,6 +2479,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_pv_ss(o, p_addr + 64 * 128, other_v);
             wg_commit();
             if (j + 1 < pairs) {  // the next S_A under this P V
+                valid = valid_bits(j + 1);
                 issue_s(s, o, j + 1, 0, true);
             } else {
                 wg_wait0();
@@ -2473,8 +2491,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     } else {
         const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
         for (int j = 0; j < pairs; ++j) {
+            const unsigned int valid = valid_bits(j);  // as warpgroup 0's
             issue_s(s, o, j, 1, false);
-            const unsigned int valid = valid_bits(j);
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
