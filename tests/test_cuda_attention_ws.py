@@ -235,3 +235,120 @@ def test_handshakes_never_deadlock_and_every_read_sees_its_block(pairs):
             buf = j % 2
             assert sum(1 for _, b, blk in reads if blk == j and b.startswith(f"K{buf}")) == 4, (j, reads)
         assert sum(1 for _, b, _ in reads if b == "Q") == 2 * pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# A numpy model of the kernel's arithmetic (fp32, P rounded to bf16 where the kernel rounds it): per
+# pair, warpgroup 0's softmax of block A against its own max, warpgroup 1's against max(own, A's) =
+# the pair's max, warpgroup 0's rescale of P_A, O_L and l_A to it; the row sums added at the end;
+# wg_epilogue and, for a split list, the combine kernel. Compared with the float64 reference under
+# the harness's bounds, on rows that move the max between blocks and pairs and rows with masked blocks.
+LOG2E = 1.4426950408889634
+
+
+def bf16(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def exp2(x):
+    with np.errstate(invalid="ignore"):  # -inf - -inf: the kernel selects around these lanes too
+        return np.exp2(x)
+
+
+def ws_split(q, rows, valid, scale2):
+    """One CTA's 64 heads over one split: (O [64, 512], m, l), base 2, O unnormalised."""
+    pairs = -(-len(rows) // 128)
+    pad = pairs * 128 - len(rows)
+    rows = np.concatenate([rows, np.zeros((pad, rows.shape[1]), np.float32)])  # zero-filled copies
+    valid = np.concatenate([valid, np.zeros(pad, bool)])
+    m = np.full(64, -np.inf, np.float32)
+    sums, o = [np.zeros(64, np.float32), np.zeros(64, np.float32)], [np.zeros((64, 256), np.float32) for _ in range(2)]
+
+    def softmax(s, v, mx_other):
+        s = np.where(v[None, :], s * scale2, -np.inf).astype(np.float32)
+        new = np.maximum(m, np.maximum(s.max(1), mx_other))
+        use = np.where(new == -np.inf, 0, new)
+        return exp2(s - use[:, None]), exp2(m - use), new
+
+    for j in range(pairs):
+        a, b = rows[128 * j:128 * j + 64], rows[128 * j + 64:128 * j + 128]
+        va, vb = valid[128 * j:128 * j + 64], valid[128 * j + 64:128 * j + 128]
+        p_a, alpha, m_a = softmax(q @ a.T, va, -np.inf)  # warpgroup 0
+        sums[0] = sums[0] * alpha + p_a.sum(1)
+        o[0] = o[0] * alpha[:, None] + bf16(p_a) @ a[:, :256]
+        p_b, alpha, m_pair = softmax(q @ b.T, vb, m_a)  # warpgroup 1
+        sums[1] = sums[1] * alpha + p_b.sum(1)
+        o[1] = o[1] * alpha[:, None] + bf16(p_b) @ b[:, 256:]
+        with np.errstate(invalid="ignore"):  # warpgroup 0, to the pair's max (0 while its rows saw nothing)
+            sc = np.where(m_a == -np.inf, 0, exp2(m_a - m_pair)).astype(np.float32)
+        sums[0] *= sc
+        o[0] = o[0] * sc[:, None] + bf16(p_b) @ b[:, :256]
+        o[1] = o[1] + bf16(p_a * sc[:, None]) @ a[:, 256:]
+        m = m_pair
+    return np.concatenate(o, axis=1), m, sums[0] + sums[1]
+
+
+def ws_attention(q, kv, indices, sm_scale, sink, chunk):
+    """The kernel (splits of `chunk` indices) and the combine kernel, per query row and 64-head block."""
+    batch, heads, _ = q.shape
+    out = np.zeros(q.shape, np.float32)
+    lse = np.zeros((batch, heads), np.float32)
+    scale2 = np.float32(sm_scale * LOG2E)
+    for row in range(batch):
+        for h0 in range(0, heads, 64):
+            parts = []
+            for k0 in range(0, indices.shape[1], chunk):
+                ids = indices[row, k0:k0 + chunk]
+                parts.append(ws_split(q[row, h0:h0 + 64], kv[np.maximum(ids, 0)], ids >= 0, scale2))
+            hs = slice(h0, h0 + 64)
+            if len(parts) == 1:  # wg_epilogue, unsplit
+                o, m, l = parts[0]
+                denom = np.where(l > 0, l, 1)
+                if sink is not None:
+                    denom = l + exp2(sink[hs] * LOG2E - np.where(l > 0, m, 0))
+                out[row, hs] = o / denom[:, None]
+                lse[row, hs] = np.where(l > 0, (m + np.log2(np.where(l > 0, l, 1))) / LOG2E, -np.inf)
+                continue
+            # wg_epilogue's partials, then dsv4_sparse_attention_combine
+            p_out = np.stack([o * np.where(l > 0, 1 / np.where(l > 0, l, 1), 0)[:, None] for o, m, l in parts])
+            p_lse = np.stack([np.where(l > 0, (m + np.log2(np.where(l > 0, l, 1))) / LOG2E, -np.inf)
+                              for o, m, l in parts])
+            mx = p_lse.max(0)
+            mx_use = np.where(mx == -np.inf, 0, mx)
+            w = exp2((p_lse - mx_use) * LOG2E)
+            total = w.sum(0)
+            row_lse = np.where(total > 0, mx_use + np.log(np.where(total > 0, total, 1)), -np.inf)
+            scale = np.where(total > 0, 1 / np.where(total > 0, total, 1), 0)
+            if sink is not None:
+                scale = np.where(total > 0, scale / (1 + exp2(np.minimum((sink[hs] - row_lse) * LOG2E, 126))), scale)
+            out[row, hs] = (w[:, :, None] * p_out).sum(0) * scale[:, None]
+            lse[row, hs] = row_lse
+    return out, lse
+
+
+@pytest.mark.parametrize("heads, chunk, masking", [(64, 1 << 20, "engine"), (128, 256, "engine"),
+                                                   (64, 1 << 20, "blocks"), (64, 384, "blocks")])
+def test_ws_arithmetic_matches_the_reference(heads, chunk, masking):
+    import torch
+
+    from harness import comparators, inputs
+    from references.sparse_attention import sparse_attention as reference
+    x = inputs.attention_inputs(positions=[700, 300, 1000], heads=heads, topk=512, seed=11, q_scale=3.0)
+    q, kv, indices = x.args
+    indices = indices.clone()
+    if masking == "blocks":  # whole blocks and pairs masked: before, between and after valid ones
+        indices[0, :128] = -1  # the first pair: m stays -inf into pair 2
+        indices[1, 64:128] = -1  # block B of pair 1
+        indices[1, 256:320] = -1  # block A of pair 3
+        indices[2, :] = -1  # an empty row: out 0, lse -inf
+    sink = x.kwargs["attn_sink"]
+    got_out, got_lse = ws_attention(q.float().numpy(), kv.float().numpy(), indices.numpy(), x.kwargs["sm_scale"],
+                                    sink.numpy(), chunk)
+    ref_out, ref_lse = reference(q, kv, indices, sm_scale=x.kwargs["sm_scale"], attn_sink=sink)
+    got = {"out": torch.from_numpy(got_out).bfloat16(), "lse": torch.from_numpy(got_lse)}
+    report = comparators.sparse_attention(got, {"out": ref_out, "lse": ref_lse})
+    assert report.ok, report.message
+    if masking == "blocks":
+        assert (got_out[2] == 0).all() and (got_lse[2] == -np.inf).all()
