@@ -2427,6 +2427,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
         mbar_wait(ready(2 * half + (first ^ 1)), parity);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
+        wg_fence();
         wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
         wg_commit();
     };
