@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
 #pragma unroll
         for (int k = 0; k < ROWS_PER_THREAD; ++k) {
             const int i = tile * TILE + row_first + k * (H64_WARPS * 32 / (DIM * 2 / 16));
-            idx_next[k] = i < n ? __ldg(idx_row + i) : -1;
+            idx_next[k] = i < n ? idx_row[i] : -1;
         }
     };
     // copies of one tile from idx_next; one commit group per call, empty past the end, so the
@@ -675,7 +675,7 @@ struct WgBf16Rows {  // bf16 rows of 1 KB, copied straight into a swizzled tile 
 #pragma unroll
         for (int k = 0; k < WG_TILE / 4; ++k) {
             const int i = tile * WG_TILE + line_first + 4 * k;
-            idx_next[k] = i < n ? __ldg(idx_row + i) : -1;
+            idx_next[k] = i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, int buf) {
@@ -789,7 +789,7 @@ struct WgFp8Rows {
 #pragma unroll
         for (int k = 0; k < FP8_PIECES_PER_THREAD; ++k) {
             const int i = tile * WG_TILE + (threadIdx.x + 256 * k) / FP8_PIECES;
-            idx_next[k] = i < n ? __ldg(idx_row + i) : -1;
+            idx_next[k] = i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, int buf) {
@@ -1167,7 +1167,7 @@ struct PipeBf16Rows {  // bf16 rows of 1 KB, copied straight into 4 swizzled 32-
 #pragma unroll
         for (int k = 0; k < PIPE_TILE / 4; ++k) {
             const int i = tile * PIPE_TILE + line_first + 4 * k;
-            ids[k] = i < n ? __ldg(idx_row + i) : -1;
+            ids[k] = i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PIPE_TILE / 4]) {  // one commit group a call, empty past the end
@@ -1270,7 +1270,7 @@ struct PipeFp8RowsT {
 #pragma unroll
         for (int k = 0; k < PIPE_PIECES_PER_THREAD; ++k) {
             const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + c / FP8_PIECES;
-            ids[k] = c < PIPE_TILE * FP8_PIECES && i < n ? __ldg(idx_row + i) : -1;
+            ids[k] = c < PIPE_TILE * FP8_PIECES && i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PIPE_PIECES_PER_THREAD]) {  // one commit group a call, empty past the end
@@ -1689,7 +1689,7 @@ struct PairBf16Rows {  // bf16 rows of 1 KB, own rows copied straight into 4 swi
 #pragma unroll
         for (int k = 0; k < PAIR_ROWS / 4; ++k) {
             const int i = tile * PIPE_TILE + link.rank * PAIR_ROWS + line_first + 4 * k;
-            ids[k] = i < n ? __ldg(idx_row + i) : -1;
+            ids[k] = i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PAIR_ROWS / 4]) {  // one commit group a call
@@ -1781,7 +1781,7 @@ struct PairFp8Rows {
 #pragma unroll
         for (int k = 0; k < PAIR_FP8_PIECES_PER_THREAD; ++k) {
             const int c = threadIdx.x + 256 * k, i = tile * PIPE_TILE + link.rank * PAIR_ROWS + c / FP8_PIECES;
-            ids[k] = c < PAIR_ROWS * FP8_PIECES && i < n ? __ldg(idx_row + i) : -1;
+            ids[k] = c < PAIR_ROWS * FP8_PIECES && i < n ? idx_row[i] : -1;
         }
     }
     __device__ __forceinline__ void fetch(int tile, const int (&ids)[PAIR_FP8_PIECES_PER_THREAD]) {  // one commit group a call
@@ -1926,6 +1926,28 @@ __device__ __forceinline__ void store_p_swizzled(unsigned char* pb, const float 
         *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt + 2], s[4 * nt + 3]);
     }
 }
+// this thread's S columns of a block, scaled to base 2, -inf where bit 2 nt + e of `valid` is 0
+// (column 8 nt + 2 t + e); returns the row maxima over the quad (the row's 64 columns)
+__device__ __forceinline__ void masked_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
+                                               float& mx_hi) {
+    mx_lo = -INFINITY;
+    mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        const bool v0 = (valid >> (2 * nt)) & 1u, v1 = (valid >> (2 * nt + 1)) & 1u;
+        s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
+        s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
+        s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
+        s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+}
 #define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4)
 
 template <bool HAS_SINK, bool SPLIT>
@@ -1960,7 +1982,7 @@ __global__ void __launch_bounds__(256, 1)
     const int lt = threadIdx.x & 127;  // thread within the warpgroup
     // warpgroup c loads block c of every pair into buffer c (so it waits only on its own copies) and
     // its first 64 threads load the block's indices (rows past the split's end read as -1)
-    auto idx_of = [&](int p) { const int i = p * 128 + half * 64 + lt; return i < n ? __ldg(idx_row + i) : -1; };
+    auto idx_of = [&](int p) { const int i = p * 128 + half * 64 + lt; return i < n ? idx_row[i] : -1; };
     auto fetch = [&](int p) {  // block `half` of pair p: 32 lines of 16 bytes a thread
         if (p < pairs) {
             const int* ids = idx_s + (p & 1) * 128 + half * 64;
@@ -2025,22 +2047,11 @@ __global__ void __launch_bounds__(256, 1)
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
 
         // s[4 nt + c]: row r_lo (c < 2) or r_hi, column 8 nt + 2 t + (c & 1) of the block
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+        unsigned int valid = 0;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            const bool v0 = ids[nt * 8 + 2 * t] >= 0, v1 = ids[nt * 8 + 2 * t + 1] >= 0;
-            s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
-            s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
-            s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
-            s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
-            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
+        for (int c = 0; c < 16; ++c) valid |= (unsigned int)(ids[(c >> 1) * 8 + 2 * t + (c & 1)] >= 0) << c;
+        float mx_lo, mx_hi;
+        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
         if (t == 0) {
             x_s[half * 64 + r_lo] = mx_lo;
             x_s[half * 64 + r_hi] = mx_hi;
@@ -2246,28 +2257,6 @@ __device__ __forceinline__ void p_fragments(const float (&s)[32], unsigned int (
         p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
     }
 }
-// this thread's S columns of a block, scaled to base 2, -inf where bit 2 nt + e of `valid` is 0
-// (column 8 nt + 2 t + e); returns the row maxima over the quad (the row's 64 columns)
-__device__ __forceinline__ void masked_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
-                                               float& mx_hi) {
-    mx_lo = -INFINITY;
-    mx_hi = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-        const bool v0 = (valid >> (2 * nt)) & 1u, v1 = (valid >> (2 * nt + 1)) & 1u;
-        s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
-        s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
-        s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
-        s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
-        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
-        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
-}
 #endif
 
 template <bool HAS_SINK, bool SPLIT>
@@ -2439,6 +2428,29 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // l: this warpgroup's blocks only
     float s[32];
     unsigned int p[4][4];
+    // this warpgroup's S landed: scaled to base 2, masked, its row maxima
+    auto finish_s = [&](unsigned int valid, float& mx_lo, float& mx_hi) {
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+    };
+    // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
+    // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
+    auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+        if (t == 0) {
+            max_s[at + r_lo] = m_lo;
+            max_s[at + r_hi] = m_hi;
+        }
+        wg_bar_arrive(bar);
+        rescale_o(o, alpha_lo, alpha_hi);
+        p_fragments(s, p);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        wg_fence();
+        wg_pv_rs(o, p, v_addr);
+        wg_commit();
+    };
     mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
     if (half == 0) {
         const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
@@ -2447,24 +2459,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         unsigned int valid = valid_bits(0);
         if (pairs > 0) issue_s(s, o, 0, 0, false);
         for (int j = 0; j < pairs; ++j) {
-            wg_wait0();
-#pragma unroll
-            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
-            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+            finish_s(valid, mx_lo, mx_hi);
             softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-            if (t == 0) {
-                max_s[r_lo] = m_lo;
-                max_s[r_hi] = m_hi;
-            }
-            wg_bar_arrive(WS_BAR_MAX_A);
-            rescale_o(o, alpha_lo, alpha_hi);
-            p_fragments(s, p);
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_rs(o, p, own_v);
-            wg_commit();
+            publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
@@ -2506,26 +2504,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int j = 0; j < pairs; ++j) {
             const unsigned int valid = valid_bits(j);  // as warpgroup 0's
             issue_s(s, o, j, 1, false);
-            wg_wait0();
-#pragma unroll
-            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
-            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+            finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
             softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
                               alpha_hi);
-            if (t == 0) {
-                max_s[64 + r_lo] = m_lo;
-                max_s[64 + r_hi] = m_hi;
-            }
-            wg_bar_arrive(WS_BAR_MAX_PAIR);
-            rescale_o(o, alpha_lo, alpha_hi);
-            p_fragments(s, p);
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_rs(o, p, own_v);
-            wg_commit();
+            publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             wg_bar_sync(WS_BAR_P_A, 256);  // P_A stored
