@@ -12,7 +12,7 @@ stages, so 3 tiles (96 gathered rows) are in flight while one is multiplied (the
 KERNEL "pair" (Hopper, H a multiple of 128): the pipe kernel's body with the two 64-head blocks of a
 query row as a cluster of 2 CTAs: each gathers half of every 32-row tile and sends it to the other's
 shared memory (bulk copy, mbarrier), so a gathered row crosses from L2 once for 128 heads, not twice.
-KERNEL "ws" (Hopper, H a multiple of 64; opt-in until measured): warp-specialised, FlashMLA's sparse-prefill
+KERNEL "ws" (Hopper, H a multiple of 64; the default there): warp-specialised, FlashMLA's sparse-prefill
 schedule: 384 threads, warpgroup 2 only gathers (cp.async completing on mbarriers, a half buffer refilled
 as soon as its last reader is done), warpgroups 0 and 1 each take one 64-row block of a pair for S,
 trade row maxima and P through shared memory, own half of O each; warpgroup 0 issues the next S
@@ -20,12 +20,15 @@ under its last P V.
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
-KERNEL "auto" (default): wgmma on Hopper, else h64 where its shared memory fits, else h16. Measured on
-the H200 at 71421ec (medians us, L2 flushed): the 32-row pipe body costs about 2 us a tile whatever the
-gather (pair at hca-decode-b64-h128-k8320 514.6 against 231 for wgmma in run 5; pipe at
-hca-decode-b64-h64-k8320 271.7 against 229.6; decode-b256-h64-k640 108.6 against 91.7;
-decode-b64-h128-k1152 pair 90.8 against 74.6; decode-b64-h64-k640 39.5 against 39.0), so halving the
-pair's gathered bytes did not pay: the per-tile chain of barrier, S exchange, softmax and waits bounds it.
+KERNEL "auto" (default): ws on Hopper, else h64 where its shared memory fits, else h16. ws against wgmma on
+the H200 (session 9, ws at 5492fd9, medians us): decode b1 H64 11.7 / 12.8, b8 14.0 / 20.7, b64 37.7 / 37.4,
+b256 81.2 / 96.2, b64 H128 K1152 56.8 / 75.9, HCA b64 H64 K8320 179.8 / 238.2, prefill 4096 H64 837.5 / 1239,
+H128 2524 / 4002: it wins or ties at every batch. Measured on the H200 at 71421ec (medians us, L2 flushed):
+the 32-row pipe body costs about 2 us a tile whatever the gather (pair at hca-decode-b64-h128-k8320 514.6
+against 231 for wgmma in run 5; pipe at hca-decode-b64-h64-k8320 271.7 against 229.6; decode-b256-h64-k640
+108.6 against 91.7; decode-b64-h128-k1152 pair 90.8 against 74.6; decode-b64-h64-k640 39.5 against 39.0), so
+halving the pair's gathered bytes did not pay: the per-tile chain of barrier, S exchange, softmax and waits
+bounds it.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair, ws) in the environment sets KERNEL, to compare
@@ -138,7 +141,9 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
         return choice if fits(choice) else "h64"
     if choice == "h64":
         return "h64"
-    return "wgmma" if fits("wgmma") else "h64"  # auto, wgmma
+    if choice == "auto" and fits("ws"):
+        return "ws"
+    return "wgmma" if fits("wgmma") else "h64"  # wgmma, or auto where ws does not fit
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):

@@ -134,12 +134,12 @@ def test_attention_shared_sizes_match_the_kernels():
 
 
 @pytest.mark.parametrize("capability, sms, shared, decode, prefill",
-                         [((9, 0), 132, 232448, "wgmma", "wgmma"), ((8, 0), 108, 166912, "h16", "h16"),
+                         [((9, 0), 132, 232448, "ws", "ws"), ((8, 0), 108, 166912, "h16", "h16"),
                           ((10, 0), 148, 232448, "h64", "h64")], ids=["h200", "a100", "b200"])
 def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared, decode, prefill):
     # the host routing of sparse_attention (no GPU): every choice launches a compiled kernel whose
     # shared memory fits; the wgmma kernels only on Hopper with whole 64-head blocks and aligned
-    # tensors; auto takes wgmma on Hopper (the pipe and pair kernels only when asked for)
+    # tensors; auto takes ws on Hopper at every batch (wgmma, wgmma2, pipe and pair only when asked for)
     A = importlib.import_module("kernels_cuda.sparse_attention")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
     for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair", "ws"):
@@ -163,6 +163,11 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
     assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
     assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode  # decode b64 H128
     assert A.choose_kernel("pair", capability, 64, 64, sms, shared, True) in ("pipe", "h16", "h64")  # H 64: no pair
+    assert A.choose_kernel("auto", capability, 64, 1, sms, shared, True) == decode  # decode b1: ws too
+    assert A.choose_kernel("auto", capability, 80, 64, sms, shared, True) in ("h64", "h16")  # H 80: no 64-head blocks
+    assert A.choose_kernel("auto", capability, 64, 64, sms, shared, False) in ("h64", "h16")  # unaligned: no cp.async
+    if capability == (9, 0):  # asked for by name, wgmma stays reachable
+        assert A.choose_kernel("wgmma", capability, 64, 64, sms, shared, True) == "wgmma"
 
 
 def test_fp8_attention_routes_name_compiled_kernels():
