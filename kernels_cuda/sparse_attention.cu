@@ -2210,10 +2210,6 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
     return policy;
 }
-// `bytes` (a multiple of 16) of global memory from 16-byte aligned `gmem` into L2; nothing waits for it
-__device__ __forceinline__ void bulk_prefetch_l2(const void* gmem, unsigned int bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(gmem), "r"(bytes) : "memory");
-}
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
 template <int REGS>
@@ -2363,13 +2359,6 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             copy_half(1, 0);
             cp_async_mbar_arrive(ready(2));
             load_ids(j + 1);
-            // the next pair's 128 rows into L2, one a thread (the group's 8 rows by `unit`), a pair
-            // before their copies: these wait for buffers that free up only at this pair's end, and
-            // then find the rows in L2 instead of DRAM (decode). FlashMLA does not do this.
-            int next = -1;  // ids[unit >> 2][unit & 3]; a variable index put ids on the stack
-#pragma unroll
-            for (int c = 0; c < 8; ++c) next = unit == c ? ids[c >> 2][c & 3] : next;
-            if (next >= 0) bulk_prefetch_l2(kv_bytes + (long long)next * DIM * 2, DIM * 2);
         }
         cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits

@@ -53,14 +53,6 @@ def test_producer_fills_each_half_buffer_once_in_the_swizzled_layout(blk, r_half
             assert group == list(range(src // 128 * 128, src // 128 * 128 + 128, 16)), (lt, r, src)
 
 
-def test_producer_prefetches_each_row_of_the_next_pair_once():
-    # thread lt prefetches ids[unit >> 2][unit & 3]: block unit >> 2, row row0 + 16 (unit & 3) of it
-    def row_of_pair(lt):
-        unit, row0 = lt & 7, lt >> 3
-        return (unit >> 2) * 64 + row0 + 16 * (unit & 3)
-    assert sorted(row_of_pair(lt) for lt in range(128)) == list(range(128))
-
-
 def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
     from harness import inputs
     launched = []
