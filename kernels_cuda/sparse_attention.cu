@@ -15,13 +15,14 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
 static_assert(HEADS_PER_CTA == 16, "h16: a CTA's heads are one m16 MMA tile");
 static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64-row block (wgmma's M)");
 static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
+static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence after a ready wait, on or off");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2392,8 +2393,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
         mbar_wait(ready(2 * half + first), parity);
-        // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
+        // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
+        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         wg_fence();
         wg_s_half(s, q_addr, k_addr, 4 * first);
         wg_commit();
@@ -2404,7 +2406,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             mbar_arrive(free_bar(2));  // K1L read for the last time
         }
         mbar_wait(ready(2 * half + (first ^ 1)), parity);
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
         wg_fence();
         wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));

@@ -46,6 +46,9 @@ from kernels_cuda._loader import launch
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
+# ws: a proxy fence after each ready wait (cp.async data before wgmma reads it); FlashMLA has none there.
+# DSV4_ATTENTION_WS_READY_FENCE=0 drops it, to time it (on until measured)
+WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
 
 # compile-time constants of sparse_attention.cu (both ops' kernels): defined here only, the loader passes
@@ -93,7 +96,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PIPE_BF16_STAGES": PIPE_BF16_STAGES, "PAIR_BF16_BUFS": PAIR_BF16_BUFS, "FP8_PITCH": FP8_PITCH,
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
-           "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR}
+           "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE)}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
