@@ -38,7 +38,8 @@ KERNELS = {
                        + [f"dsv4_topk_indices_half<{v}>" for v in (1, 2, 4)]
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
-                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>" for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")
+                           + [f"dsv4_sparse_attention_{k}<{s}, {p}>"
+                              for k in ("h64", "wgmma", "wgmma2", "pipe", "pair", "ws")
                               for s in ("true", "false") for p in ("true", "false")]
                            + ["dsv4_sparse_attention_combine<true>", "dsv4_sparse_attention_combine<false>"]
                            + [f"dsv4_sparse_attention_fp8_wgmma<{s}, {p}, {d}>" for s in ("true", "false")

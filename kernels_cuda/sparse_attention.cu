@@ -15,13 +15,14 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
 static_assert(HEADS_PER_CTA == 16, "h16: a CTA's heads are one m16 MMA tile");
 static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64-row block (wgmma's M)");
 static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
+static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence after a ready wait, on or off");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -856,6 +857,20 @@ __device__ __forceinline__ unsigned char* wg_smem_base(unsigned char* smem_raw) 
     return smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u);
 }
 
+// O *= alpha by row (o[4 j + c]: the low row for c < 2). 128 multiplies a thread: skipped by a warp
+// whose row maxima all stayed (alpha = 1 exactly), the common case once a long list's maximum has been seen
+__device__ __forceinline__ void rescale_o(float (&o)[128], float alpha_lo, float alpha_hi) {
+    if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            o[4 * j] *= alpha_lo;
+            o[4 * j + 1] *= alpha_lo;
+            o[4 * j + 2] *= alpha_hi;
+            o[4 * j + 3] *= alpha_hi;
+        }
+    }
+}
+
 // The online softmax of one tile of NT x 8 gathered rows, shared by the wgmma and pipe bodies. s[4 nt + c]
 // holds this warpgroup's partial S of row 16 wq + g + 8 (c >> 1), column 8 nt + 2 t + (c & 1);
 // other[32 (4 nt + c)] the other warpgroup's at the same fragment position. Both warpgroups add the
@@ -886,17 +901,7 @@ __device__ __forceinline__ void tile_softmax(float (&s)[4 * NT], const float* ot
     }
     float alpha_lo, alpha_hi;
     softmax_update<NT>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-    // 128 multiplies a thread: skipped by a warp whose row maxima all stayed (alpha = 1 exactly),
-    // the common case once a long list's maximum has been seen
-    if (__any_sync(0xffffffffu, alpha_lo != 1.f || alpha_hi != 1.f)) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-            o[4 * j] *= alpha_lo;
-            o[4 * j + 1] *= alpha_lo;
-            o[4 * j + 2] *= alpha_hi;
-            o[4 * j + 3] *= alpha_hi;
-        }
-    }
+    rescale_o(o, alpha_lo, alpha_hi);
 }
 
 // The epilogue of the wgmma kernels: this thread's O fragment (rows 16 wq + g (+8) of the CTA's 64
@@ -1912,6 +1917,38 @@ __global__ void __launch_bounds__(256, 1) PAIR_CLUSTER_DIMS
 // the indices of two pairs.
 // named barrier `id` over all 256 threads, arriving without waiting (wg_bar_sync waits)
 __device__ __forceinline__ void wg_bar_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+// P (bf16) of a 64 x 64 block from the S accumulator layout (rows r_lo, r_hi of the thread, r & 7 = g)
+// into the K-major 128-byte-swizzle layout wgmma reads as A: element (row r, column k) at
+// r * 128 + ((k / 8) ^ (r & 7)) * 16 + (k & 7) * 2
+__device__ __forceinline__ void store_p_swizzled(unsigned char* pb, const float (&s)[32], int r_lo, int r_hi, int g, int t) {
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        *reinterpret_cast<unsigned int*>(pb + r_lo * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt], s[4 * nt + 1]);
+        *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt + 2], s[4 * nt + 3]);
+    }
+}
+// this thread's S columns of a block, scaled to base 2, -inf where bit 2 nt + e of `valid` is 0
+// (column 8 nt + 2 t + e); returns the row maxima over the quad (the row's 64 columns)
+__device__ __forceinline__ void masked_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
+                                               float& mx_hi) {
+    mx_lo = -INFINITY;
+    mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        const bool v0 = (valid >> (2 * nt)) & 1u, v1 = (valid >> (2 * nt + 1)) & 1u;
+        s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
+        s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
+        s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
+        s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+}
 #define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4)
 
 template <bool HAS_SINK, bool SPLIT>
@@ -2011,22 +2048,11 @@ __global__ void __launch_bounds__(256, 1)
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
 
         // s[4 nt + c]: row r_lo (c < 2) or r_hi, column 8 nt + 2 t + (c & 1) of the block
-        float mx_lo = -INFINITY, mx_hi = -INFINITY;
+        unsigned int valid = 0;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            const bool v0 = ids[nt * 8 + 2 * t] >= 0, v1 = ids[nt * 8 + 2 * t + 1] >= 0;
-            s[4 * nt] = v0 ? s[4 * nt] * scale2 : -INFINITY;
-            s[4 * nt + 1] = v1 ? s[4 * nt + 1] * scale2 : -INFINITY;
-            s[4 * nt + 2] = v0 ? s[4 * nt + 2] * scale2 : -INFINITY;
-            s[4 * nt + 3] = v1 ? s[4 * nt + 3] * scale2 : -INFINITY;
-            mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
-            mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
+        for (int c = 0; c < 16; ++c) valid |= (unsigned int)(ids[(c >> 1) * 8 + 2 * t + (c & 1)] >= 0) << c;
+        float mx_lo, mx_hi;
+        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
         if (t == 0) {
             x_s[half * 64 + r_lo] = mx_lo;
             x_s[half * 64 + r_hi] = mx_hi;
@@ -2036,15 +2062,7 @@ __global__ void __launch_bounds__(256, 1)
         float alpha_lo, alpha_hi;
         softmax_update<8>(s, fmaxf(x_s[r_lo], x_s[64 + r_lo]), fmaxf(x_s[r_hi], x_s[64 + r_hi]), m_lo, m_hi, l_lo,
                           l_hi, alpha_lo, alpha_hi);
-        // P of this block into p_s[half]: element (row r, column k) at r * 128 + ((k / 8) ^ (r & 7)) * 16 + (k & 7) * 2
-        {
-            unsigned char* pb = p_s + half * 64 * 128;
-#pragma unroll
-            for (int nt = 0; nt < 8; ++nt) {
-                *reinterpret_cast<unsigned int*>(pb + r_lo * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt], s[4 * nt + 1]);
-                *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + ((nt ^ g) << 4) + 4 * t) = pack_bf16(s[4 * nt + 2], s[4 * nt + 3]);
-            }
-        }
+        store_p_swizzled(p_s + half * 64 * 128, s, r_lo, r_hi, g, t);  // P of this block into p_s[half]
 #pragma unroll
         for (int i = 0; i < 128; ++i) {
             o[i] *= (i & 2) ? alpha_hi : alpha_lo;
@@ -2132,6 +2150,381 @@ __global__ void __launch_bounds__(256, 1)
         lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
         lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
+#else
+    __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
+#endif
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// dsv4_sparse_attention_ws (sm_90a): warp-specialised, FlashMLA's sparse-prefill schedule over our
+// layouts. 384 threads: warpgroups 0 and 1 do the math, warpgroup 2 only gathers (setmaxnreg moves
+// registers from it to the math warpgroups). The gathered rows go in pairs of 64-row blocks, block A
+// (2j) in buffer 0, block B (2j + 1) in buffer 1, each buffer two halves: L = dims 0..255 (chunks
+// 0..3, the first 32 KB of the swizzled matrix), R = dims 256..511. Each half has a `ready`
+// mbarrier (its copies landed: cp.async.mbarrier.arrive.noinc of the 128 producer threads) and a
+// `free` one (its last reader's wgmma done: 128 arrivals of that warpgroup), so a half is refilled
+// as soon as it is read, not when the whole pair is. Per pair:
+// - producer: K0L, K1R, K0R, K1L in that order (each after its `free` wait), then the next indices;
+// - warpgroup 0: S_A = Q K_A^T (L then R half, issued at the end of the previous pair so it runs
+//   under that pair's last P V), softmax of block A against its own max, hands its max to
+//   warpgroup 1, O_L += P_A V_A,L (P from registers), frees K0L; takes the pair's max from
+//   warpgroup 1, rescales P_A to it and stores it in shared memory, takes P_B, O_L += P_B V_B,L
+//   (P from shared memory), frees K1L after issuing the next S_A;
+// - warpgroup 1: S_B = Q K_B^T (R half first), softmax against max(own, warpgroup 0's): that is
+//   the pair's max m; O_R += P_B V_B,R (registers), stores P_B; O_R += P_A V_A,R (shared memory);
+//   frees K1R and K0R.
+// Both warpgroups end a pair with the same running max m; each row sum l covers its own blocks and
+// they add at the end. Four named barriers carry the handshakes (max of A, max of the pair, P_A
+// stored, P_B stored): the side that only signals arrives without waiting.
+// Masked rows (-1, or past the split's end) are zero-filled by the copy (src-size 0) and their S
+// columns set to -inf from the indices, which each math thread reads itself (16 a pair).
+// Shared memory: alignment slack, Q, 2 buffers, P of both blocks, the max and sum exchange, 9 mbarriers.
+#define WS_THREADS 384
+#define WS_MATH_REGS 216  // setmaxnreg: 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers
+#define WS_PRODUCER_REGS 72
+#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8)
+#define WS_HALF_BYTES (WG_MAT_BYTES / 2)  // 4 chunks of 64 dims
+enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
+
+#if WG_AVAILABLE
+__device__ __forceinline__ void mbar_arrive(unsigned int bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// one arrival on `bar` once every cp.async this thread issued before it has landed (the count the
+// barrier was initialised with includes it: noinc)
+__device__ __forceinline__ void cp_async_mbar_arrive(unsigned int bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// cp_async16_l2_256 that reads `bytes` (16 or 0) of the source and zero-fills the rest, under the L2
+// cache policy `policy` (evict_last_policy)
+__device__ __forceinline__ void cp_async16_l2_256_fill(unsigned int dst, const void* gmem, unsigned int bytes,
+                                                       unsigned long long policy) {
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;\n" ::"r"(dst), "l"(gmem),
+                 "r"(bytes), "l"(policy)
+                 : "memory");
+}
+// an L2 policy that keeps the lines it touches past others (FlashMLA gathers under it): neighbouring
+// prefill rows and the second 64-head CTA of a row at H 128 read the same cache rows again
+__device__ __forceinline__ unsigned long long evict_last_policy() {
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
+
+// S += Q K^T over the 4 chunks of 64 dims from `chunk0`, Q and K swizzled [64 x 512] (16 k-steps).
+// Each descriptor is the first one plus the step's offset in 16-byte units (the address field, bits
+// 0..13, does not carry: shared addresses stay under 256 KB); the bases are made opaque so the
+// compiler adds them here rather than keeping 64 descriptors live across the loop (they spilled)
+__device__ __forceinline__ void wg_s_half(float* s, unsigned int q_addr, unsigned int k_addr, int chunk0) {
+    asm volatile("" : "+r"(q_addr), "+r"(k_addr));
+    const unsigned long long q_desc = wg_desc(q_addr + chunk0 * WG_CHUNK_BYTES(64), 16, 1024);
+    const unsigned long long k_desc = wg_desc(k_addr + chunk0 * WG_CHUNK_BYTES(64), 16, 1024);
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) {
+        const unsigned int step = ((ks >> 2) * WG_CHUNK_BYTES(64) + (ks & 3) * 32) >> 4;
+        wgmma_m64n64k16_ss(s, q_desc + step, k_desc + step);
+    }
+}
+// O[:, 256 dims] += P V over a block's 64 rows; V = the half buffer at v_addr read MN-major (4 k-steps of
+// 16 rows: SBO the 1 KB of 8 lines, LBO the 8 KB between chunks); P from registers (A fragments)
+__device__ __forceinline__ void wg_pv_rs(float* o, const unsigned int (&p)[4][4], unsigned int v_addr) {
+    asm volatile("" : "+r"(v_addr));  // as in wg_s_half
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_m64n256k16_rs(o, p[ks], wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
+}
+// the same with P from shared memory (store_p_swizzled's layout at p_addr)
+__device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned int v_addr) {
+    asm volatile("" : "+r"(p_addr), "+r"(v_addr));  // as in wg_s_half
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+        wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024), wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
+}
+// the A fragments of P V from P in the S accumulator layout: k-step ks is columns 16 ks .. +15
+__device__ __forceinline__ void p_fragments(const float (&s)[32], unsigned int (&p)[4][4]) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+        p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+        p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+        p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+}
+#endif
+
+template <bool HAS_SINK, bool SPLIT>
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                             unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                             int chunk, float sm_scale) {
+#if WG_AVAILABLE
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    unsigned char* q_s = smem;                                     // [64 heads] swizzled
+    unsigned char* kv_s = q_s + WG_MAT_BYTES;                      // [2 buffers][64 rows] swizzled
+    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                  // [2 blocks][64 heads x 64 rows] bf16 swizzled
+    float* max_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);   // [2 warpgroups][64 heads]
+    float* sum_s = max_s + 2 * 64;                                 // [2 warpgroups][64 heads]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
+    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
+    // mbarriers: Q landed; ready[h] and free[h] of half buffer h = 2 buffer + (R half)
+    const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
+    auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
+    auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
+    if (threadIdx.x == 0) {
+        mbar_init(bar_q, 128);
+        for (int h = 0; h < 4; ++h) {
+            mbar_init(ready(h), 128);
+            mbar_init(free_bar(h), 128);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    pdl_launch_dependents();  // the combine kernel (PDL) may be scheduled; it waits for this grid
+
+    const int b = blockIdx.x;
+    const int k_begin = blockIdx.z * chunk;
+    const int n = max(min(K - k_begin, chunk), 0);
+    const int* idx_row = indices + (long long)b * K + k_begin;
+    // warp-uniform as far as ptxas can tell (a shuffle's result): a role branch on threadIdx alone made
+    // it serialise every wgmma (C7519, "WG.AR in divergent path")
+    const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
+    // the pair count, computed by each role after its setmaxnreg: computed before the branch, NVRTC
+    // 13.0 kept it on the stack across it (4 bytes spilled, reloaded in both loops)
+    auto pair_count = [&]() {
+        int m = n;
+        asm volatile("" : "+r"(m));
+        return (m + 127) / 128;
+    };
+
+    if (warpgroup == 2) {  // the producer
+        setmaxnreg_dec<WS_PRODUCER_REGS>();
+        const int pairs = pair_count();
+        {  // Q: thread lt copies piece lt % 64 of lines lt / 64 + 2k
+            const unsigned char* q_rows =
+                reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
+            const int piece = lt & 63;
+#pragma unroll 8
+            for (int r = lt >> 6; r < 64; r += 2)
+                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+            cp_async_mbar_arrive(bar_q);
+        }
+        // thread lt copies 16-byte unit lt % 8 of each 128-byte chunk line of rows lt / 8 + 16k: 8
+        // threads cover a line's 128 contiguous bytes. Rows r = row0 + 16k share r & 7 = row0 & 7, so
+        // every destination is `dst0` plus a constant: swizzled_offset(64, r, 8 chunk + unit) =
+        // chunk * 8 KB + r * 128 + ((unit ^ (r & 7)) << 4)
+        const int unit = lt & 7, row0 = lt >> 3;
+        const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
+        const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
+        const unsigned long long policy = evict_last_policy();
+        int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
+        auto load_ids = [&](int pair) {
+#pragma unroll
+            for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int i = pair * 128 + blk * 64 + row0 + 16 * k;
+                    ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
+                }
+        };
+        auto copy_half = [&](int blk, int r_half) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int idx = ids[blk][k];
+                const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
+                const unsigned int bytes = idx >= 0 ? 16u : 0u;  // a masked row: zeros, so it adds 0 * 0, never NaN
+#pragma unroll
+                for (int c = 0; c < 4; ++c)
+                    cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
+                                           src + c * 128, bytes, policy);
+            }
+        };
+        load_ids(0);
+        for (int j = 0; j < pairs; ++j) {
+            const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
+            mbar_wait(free_bar(0), parity);
+            copy_half(0, 0);
+            cp_async_mbar_arrive(ready(0));
+            mbar_wait(free_bar(3), parity);
+            copy_half(1, 1);
+            cp_async_mbar_arrive(ready(3));
+            mbar_wait(free_bar(1), parity);
+            copy_half(0, 1);
+            cp_async_mbar_arrive(ready(1));
+            mbar_wait(free_bar(2), parity);
+            copy_half(1, 0);
+            cp_async_mbar_arrive(ready(2));
+            load_ids(j + 1);
+        }
+        cp_async_commit();  // (wait_group counts committed groups only)
+        cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+        return;
+    }
+
+    setmaxnreg_inc<WS_MATH_REGS>();
+    const int pairs = pair_count();
+    const int half = warpgroup;  // 0: block A and O's dims 0..255; 1: block B and dims 256..511
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;  // this thread's rows (heads) of the CTA's 64
+    const float scale2 = sm_scale * LOG2E;
+    // bit 2 nt + e: column 8 nt + 2 t + e of this warpgroup's block of pair j holds a valid row
+    auto valid_bits = [&](int j) {
+        unsigned int v = 0;
+#pragma unroll
+        for (int c = 0; c < 16; ++c) {
+            const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
+            if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
+        }
+        return v;
+    };
+    // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
+    // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
+    // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
+    auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
+        const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
+        const unsigned int parity = j & 1;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+        mbar_wait(ready(2 * half + first), parity);
+        // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
+        // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
+        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        wg_fence();
+        wg_s_half(s, q_addr, k_addr, 4 * first);
+        wg_commit();
+        if (release_k1l) {
+            wg_wait1();
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            mbar_arrive(free_bar(2));  // K1L read for the last time
+        }
+        mbar_wait(ready(2 * half + (first ^ 1)), parity);
+        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
+        wg_fence();
+        wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
+        wg_commit();
+    };
+
+    float o[128];  // O[rows r_lo (r_hi), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // l: this warpgroup's blocks only
+    float s[32];
+    unsigned int p[4][4];
+    // this warpgroup's S landed: scaled to base 2, masked, its row maxima
+    auto finish_s = [&](unsigned int valid, float& mx_lo, float& mx_hi) {
+        wg_wait0();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+    };
+    // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
+    // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
+    auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+        if (t == 0) {
+            max_s[at + r_lo] = m_lo;
+            max_s[at + r_hi] = m_hi;
+        }
+        wg_bar_arrive(bar);
+        rescale_o(o, alpha_lo, alpha_hi);
+        p_fragments(s, p);
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        wg_fence();
+        wg_pv_rs(o, p, v_addr);
+        wg_commit();
+    };
+    mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
+    if (half == 0) {
+        const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
+        // the flags of the pair whose S is in flight, loaded before its issue (ptxas otherwise moved most of
+        // the loads past the S wait, onto the path to the softmax)
+        unsigned int valid = valid_bits(0);
+        if (pairs > 0) issue_s(s, o, 0, 0, false);
+        for (int j = 0; j < pairs; ++j) {
+            float mx_lo, mx_hi, alpha_lo, alpha_hi;
+            finish_s(valid, mx_lo, mx_hi);
+            softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+            publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            mbar_arrive(free_bar(0));  // K0L read for the last time
+
+            // the pair's max from warpgroup 1: P_A, O and l to it (scale 0 while this row saw nothing)
+            wg_bar_sync(WS_BAR_MAX_PAIR, 256);
+            const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+            const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
+            const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+            m_lo = pair_lo;
+            m_hi = pair_hi;
+            l_lo *= sc_lo;
+            l_hi *= sc_hi;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+            store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+            wg_bar_arrive(WS_BAR_P_A);
+            rescale_o(o, sc_lo, sc_hi);
+            wg_bar_sync(WS_BAR_P_B, 256);  // P_B stored
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            wg_fence();
+            wg_pv_ss(o, p_addr + 64 * 128, other_v);
+            wg_commit();
+            if (j + 1 < pairs) {  // the next S_A under this P V
+                valid = valid_bits(j + 1);
+                issue_s(s, o, j + 1, 0, true);
+            } else {
+                wg_wait0();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(2));  // K1L read for the last time
+            }
+        }
+    } else {
+        const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
+        for (int j = 0; j < pairs; ++j) {
+            const unsigned int valid = valid_bits(j);  // as warpgroup 0's
+            issue_s(s, o, j, 1, false);
+            float mx_lo, mx_hi, alpha_lo, alpha_hi;
+            finish_s(valid, mx_lo, mx_hi);
+            wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
+            softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
+                              alpha_hi);
+            publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
+            store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_bar_sync(WS_BAR_P_A, 256);  // P_A stored
+            wg_pv_ss(o, p_addr, other_v);
+            wg_commit();
+            wg_bar_arrive(WS_BAR_P_B);
+            wg_wait1();
+            mbar_arrive(free_bar(3));  // K1R read for the last time
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            mbar_arrive(free_bar(1));  // K0R read for the last time
+        }
+    }
+
+    // the row sums of both warpgroups' blocks, added in the same order in both
+    if (t == 0) {
+        sum_s[half * 64 + r_lo] = l_lo;
+        sum_s[half * 64 + r_hi] = l_hi;
+    }
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
+    l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+    wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
 #endif

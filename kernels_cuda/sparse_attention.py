@@ -12,18 +12,26 @@ stages, so 3 tiles (96 gathered rows) are in flight while one is multiplied (the
 KERNEL "pair" (Hopper, H a multiple of 128): the pipe kernel's body with the two 64-head blocks of a
 query row as a cluster of 2 CTAs: each gathers half of every 32-row tile and sends it to the other's
 shared memory (bulk copy, mbarrier), so a gathered row crosses from L2 once for 128 heads, not twice.
+KERNEL "ws" (Hopper, H a multiple of 64; the default there): warp-specialised, FlashMLA's sparse-prefill
+schedule: 384 threads, warpgroup 2 only gathers (cp.async completing on mbarriers, a half buffer refilled
+as soon as its last reader is done), warpgroups 0 and 1 each take one 64-row block of a pair for S,
+trade row maxima and P through shared memory, own half of O each; warpgroup 0 issues the next S
+under its last P V.
 KERNEL "h64": one 8-warp CTA per (query row, 64 heads, split), bf16 mma.sync over tiles of 32 rows,
 3-stage cp.async. Both split the index list for short grids, and a combine kernel merges the splits.
 KERNEL "h16": the first kernel, one 4-warp CTA per (query row, 16 heads).
-KERNEL "auto" (default): wgmma on Hopper, else h64 where its shared memory fits, else h16. Measured on
-the H200 at 71421ec (medians us, L2 flushed): the 32-row pipe body costs about 2 us a tile whatever the
-gather (pair at hca-decode-b64-h128-k8320 514.6 against 231 for wgmma in run 5; pipe at
-hca-decode-b64-h64-k8320 271.7 against 229.6; decode-b256-h64-k640 108.6 against 91.7;
-decode-b64-h128-k1152 pair 90.8 against 74.6; decode-b64-h64-k640 39.5 against 39.0), so halving the
-pair's gathered bytes did not pay: the per-tile chain of barrier, S exchange, softmax and waits bounds it.
+KERNEL "auto" (default): ws on Hopper, else h64 where its shared memory fits, else h16. ws against wgmma on
+the H200 (session 9, ws at 5492fd9, medians us): decode b1 H64 11.7 / 12.8, b8 14.0 / 20.7, b64 37.7 / 37.4,
+b256 81.2 / 96.2, b64 H128 K1152 56.8 / 75.9, HCA b64 H64 K8320 179.8 / 238.2, prefill 4096 H64 837.5 / 1239,
+H128 2524 / 4002: it wins or ties at every batch. Measured on the H200 at 71421ec (medians us, L2 flushed):
+the 32-row pipe body costs about 2 us a tile whatever the gather (pair at hca-decode-b64-h128-k8320 514.6
+against 231 for wgmma in run 5; pipe at hca-decode-b64-h64-k8320 271.7 against 229.6; decode-b256-h64-k640
+108.6 against 91.7; decode-b64-h128-k1152 pair 90.8 against 74.6; decode-b64-h64-k640 39.5 against 39.0), so
+halving the pair's gathered bytes did not pay: the per-tile chain of barrier, S exchange, softmax and waits
+bounds it.
 The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs it over the FP8
 cache (`launch_split` is the launch both use).
-`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair) in the environment sets KERNEL, to compare
+`DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair, ws) in the environment sets KERNEL, to compare
 them (pipe: the decode path before pair).
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
 while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
@@ -38,6 +46,9 @@ from kernels_cuda._loader import launch
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
+# ws: a proxy fence after each ready wait (cp.async data before wgmma reads it); FlashMLA has none there.
+# DSV4_ATTENTION_WS_READY_FENCE=0 drops it, to time it (on until measured)
+WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
 
 # compile-time constants of sparse_attention.cu (both ops' kernels): defined here only, the loader passes
@@ -58,6 +69,10 @@ WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
+# ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers;
+# 3 warpgroups (2 math, 1 producer)
+WS_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8
+WS_THREADS = 384
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
 PIPE_TILE, PIPE_BF16_STAGES = 32, 4
 PIPE_SHARED_BYTES = (1024 + 64 * KV_ROW_BYTES + PIPE_BF16_STAGES * PIPE_TILE * KV_ROW_BYTES + 2 * 64 * PIPE_TILE * 4
@@ -81,7 +96,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PIPE_BF16_STAGES": PIPE_BF16_STAGES, "PAIR_BF16_BUFS": PAIR_BF16_BUFS, "FP8_PITCH": FP8_PITCH,
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
-           "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR}
+           "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE)}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -89,7 +104,7 @@ _SPLIT = (*_OUT, "ptr part_out", "ptr part_lse", "i32 K", "i32 heads", "i32 chun
 _BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
 _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
-              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
+              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair", "ws")},
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -106,11 +121,11 @@ def _shared_optin(device):
 
 
 SHARED = {"h64": H64_SHARED_BYTES, "wgmma": WG_SHARED_BYTES, "wgmma2": WG2_SHARED_BYTES, "pipe": PIPE_SHARED_BYTES,
-          "pair": PAIR_SHARED_BYTES}
+          "pair": PAIR_SHARED_BYTES, "ws": WS_SHARED_BYTES}
 
 
 def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
-    """The kernel (h16, h64, wgmma, wgmma2, pipe, pair) sparse_attention runs for KERNEL `choice` on a device of
+    """The kernel (h16, h64, wgmma, wgmma2, pipe, pair, ws) sparse_attention runs for KERNEL `choice` on a device of
     `capability`, `sms` SMs and `shared_optin` bytes of shared memory a block; aligned: q and kv
     16-byte aligned (cp.async). The wgmma kernels need Hopper (the loader builds sm_90a there), whole
     64-head blocks (pair: 128-head pairs of them) and their shared memory; h64 its shared memory; h16 runs
@@ -125,11 +140,13 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
     pairs = heads % PAIR_HEADS == 0
     if choice == "pair" and not pairs:  # forced for H not a multiple of 128: the path pair replaces
         choice = "pipe"
-    if choice in ("wgmma2", "pipe", "pair"):  # forced: still needs its shapes and architecture
+    if choice in ("wgmma2", "pipe", "pair", "ws"):  # forced: still needs its shapes and architecture
         return choice if fits(choice) else "h64"
     if choice == "h64":
         return "h64"
-    return "wgmma" if fits("wgmma") else "h64"  # auto, wgmma
+    if choice == "auto" and fits("ws"):
+        return "ws"
+    return "wgmma" if fits("wgmma") else "h64"  # wgmma, or auto where ws does not fit
 
 
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
@@ -148,11 +165,13 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    # wgmma2 works in pairs of 64-row blocks
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "pipe": PIPE_TILE, "pair": PIPE_TILE}.get(kernel, TILE)
+    # wgmma2 and ws work in pairs of 64-row blocks
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WG2_PAIR, "pipe": PIPE_TILE,
+            "pair": PIPE_TILE}.get(kernel, TILE)
     late = LATE_PV and kernel in ("pipe", "pair")
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "")
+                 (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
+                 threads=WS_THREADS if kernel == "ws" else H64_WARPS * 32)
     return out, lse
 
 
@@ -165,13 +184,13 @@ def outputs(q, layout, attn_sink):
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
-                 template_tail=""):
+                 template_tail="", threads=H64_WARPS * 32):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
     the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
-    after <HAS_SINK, SPLIT> (", true")."""
+    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -184,7 +203,7 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     else:
         part_out, part_lse = lse, lse  # not read
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
-           (layout.batch, head_blocks, splits), (H64_WARPS * 32,),
+           (layout.batch, head_blocks, splits), (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem)
     if splits > 1:

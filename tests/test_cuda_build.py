@@ -120,7 +120,8 @@ def test_attention_shared_sizes_match_the_kernels():
              "BF16_PIPE_SHARED_BYTES": A.PIPE_SHARED_BYTES, "FP8_WG_SHARED_BYTES": F.SHARED_BYTES,
              "FP8_PIPE_SHARED_BYTES": F.PIPE_SHARED_BYTES, "BF16_PAIR_SHARED_BYTES": A.PAIR_SHARED_BYTES,
              "FP8_PAIR_SHARED_BYTES": F.PAIR_SHARED_BYTES, "LATE_SHARED_BYTES": A.LATE_SHARED_BYTES,
-             "FP8_LATE_SHARED_BYTES": F.LATE_SHARED_BYTES}
+             "FP8_LATE_SHARED_BYTES": F.LATE_SHARED_BYTES, "WS_SHARED_BYTES": A.WS_SHARED_BYTES,
+             "WS_THREADS": A.WS_THREADS}
     checks = "".join(f"static_assert({m} == {v}, \"{m}\");\n" for m, v in sizes.items())
     prog = nvrtc.createProgram(_loader.source("sparse_attention.cu") + "\n" + checks, "sizes.cu", [], [])
     try:
@@ -133,15 +134,15 @@ def test_attention_shared_sizes_match_the_kernels():
 
 
 @pytest.mark.parametrize("capability, sms, shared, decode, prefill",
-                         [((9, 0), 132, 232448, "wgmma", "wgmma"), ((8, 0), 108, 166912, "h16", "h16"),
+                         [((9, 0), 132, 232448, "ws", "ws"), ((8, 0), 108, 166912, "h16", "h16"),
                           ((10, 0), 148, 232448, "h64", "h64")], ids=["h200", "a100", "b200"])
 def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared, decode, prefill):
     # the host routing of sparse_attention (no GPU): every choice launches a compiled kernel whose
     # shared memory fits; the wgmma kernels only on Hopper with whole 64-head blocks and aligned
-    # tensors; auto takes wgmma on Hopper (the pipe and pair kernels only when asked for)
+    # tensors; auto takes ws on Hopper at every batch (wgmma, wgmma2, pipe and pair only when asked for)
     A = importlib.import_module("kernels_cuda.sparse_attention")
     compiled = set(_loader.KERNELS["sparse_attention.cu"])
-    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair"):
+    for choice in ("auto", "h16", "h64", "wgmma", "wgmma2", "pipe", "pair", "ws"):
         for heads in (16, 64, 80, 128):
             for batch in (1, 64, 256, 4096):
                 for aligned in (True, False):
@@ -150,16 +151,23 @@ def test_attention_routes_name_compiled_kernels_that_fit(capability, sms, shared
                             else f"dsv4_sparse_attention_{kernel}<true, true>")
                     assert name in compiled, (choice, kernel)
                     assert kernel == "h16" or A.SHARED[kernel] <= shared, (choice, kernel)
-                    if kernel in ("wgmma", "wgmma2", "pipe", "pair"):
+                    if kernel in ("wgmma", "wgmma2", "pipe", "pair", "ws"):
                         assert capability == (9, 0) and heads % 64 == 0 and aligned, (choice, heads, aligned)
                     if kernel == "pair":  # a cluster of two 64-head CTAs: the grid's head blocks in pairs
                         assert heads % 128 == 0, (choice, heads)
                     if choice in ("h16", "h64") and kernel != "h16":
                         assert kernel == choice
+                    if choice == "ws" and capability == (9, 0) and heads % 64 == 0 and aligned:
+                        assert kernel == "ws", (heads, batch)
     assert A.choose_kernel("auto", capability, 64, 64, sms, shared, True) == decode  # decode b64 H64
     assert A.choose_kernel("auto", capability, 64, 4096, sms, shared, True) == prefill  # prefill 4096 tokens
     assert A.choose_kernel("auto", capability, 128, 64, sms, shared, True) == decode  # decode b64 H128
     assert A.choose_kernel("pair", capability, 64, 64, sms, shared, True) in ("pipe", "h16", "h64")  # H 64: no pair
+    assert A.choose_kernel("auto", capability, 64, 1, sms, shared, True) == decode  # decode b1: ws too
+    assert A.choose_kernel("auto", capability, 80, 64, sms, shared, True) in ("h64", "h16")  # H 80: no 64-head blocks
+    assert A.choose_kernel("auto", capability, 64, 64, sms, shared, False) in ("h64", "h16")  # unaligned: no cp.async
+    if capability == (9, 0):  # asked for by name, wgmma stays reachable
+        assert A.choose_kernel("wgmma", capability, 64, 64, sms, shared, True) == "wgmma"
 
 
 def test_fp8_attention_routes_name_compiled_kernels():

@@ -182,7 +182,7 @@ def test_indexer_launches_what_its_kernels_declare(monkeypatch, wgmma):
 
 @pytest.mark.parametrize("kernel, heads, sms", [
     ("h16", 80, 132), ("h64", 64, 132), ("wgmma", 64, 132), ("wgmma2", 128, 132), ("pipe", 64, 132),
-    ("pair", 128, 132), ("h64", 64, 1), ("wgmma", 64, 1)], ids=lambda x: str(x))
+    ("pair", 128, 132), ("h64", 64, 1), ("wgmma", 64, 1), ("ws", 128, 132), ("ws", 64, 1)], ids=lambda x: str(x))
 def test_attention_launches_what_its_kernels_declare(monkeypatch, kernel, heads, sms):
     # the real wrapper on CPU tensors up to the launch, the kernel forced: the kernel and, where the
     # index list is split (2 rows on 132 SMs; on 1 SM it is not), the combine pass the signature check

@@ -1,0 +1,354 @@
+"""The warp-specialised attention kernel (sparse_attention.cu, dsv4_sparse_attention_ws) without a GPU:
+a numpy model of its producer's copy mapping into the swizzled half buffers, and its launch (three
+warpgroups, the index list split in whole pairs of 64-row blocks)."""
+
+import importlib
+import os
+
+import numpy as np
+import pytest
+
+if not os.environ.get("CI"):  # CI installs CuPy and NVRTC (ci/install.sh), so there a missing one fails
+    pytest.importorskip("cupy")
+
+from kernels_cuda import _loader  # noqa: E402
+
+A = importlib.import_module("kernels_cuda.sparse_attention")
+MAT = A.WG_TILE * A.KV_ROW_BYTES  # a swizzled [64 x 512] bf16 matrix: 64 KB
+HALF = MAT // 2  # dims 0..255 (L) or 256..511 (R): 4 chunks of 64 dims
+
+
+def swizzled_offset(rows, r, piece):
+    """sparse_attention.cu's: byte offset of 16-byte piece `piece` of line r in a swizzled [rows x 512] matrix."""
+    return (piece >> 3) * rows * 128 + r * 128 + (((piece & 7) ^ (r & 7)) << 4)
+
+
+def producer_copies(lt, blk, r_half):
+    """Thread lt's copies of one half buffer as the kernel's copy_half computes them: (destination
+    offset from the buffers' start, row of the block, source byte offset within the 1 KB row)."""
+    unit, row0 = lt & 7, lt >> 3
+    dst0 = row0 * 128 + ((unit ^ (row0 & 7)) << 4)
+    return [(dst0 + blk * MAT + (r_half * 4 + c) * A.WG_TILE * 128 + k * 16 * 128, row0 + 16 * k,
+             (r_half * 32 + unit) * 16 + c * 128) for k in range(4) for c in range(4)]
+
+
+@pytest.mark.parametrize("blk, r_half", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_producer_fills_each_half_buffer_once_in_the_swizzled_layout(blk, r_half):
+    copies = [(lt, *c) for lt in range(128) for c in producer_copies(lt, blk, r_half)]
+    dst = np.array([c[1] for c in copies])
+    row = np.array([c[2] for c in copies])
+    piece = np.array([c[3] for c in copies]) // 16
+    # every (row, piece) of the half's 256 dims exactly once, each where wgmma's layout expects it
+    assert sorted(zip(row.tolist(), piece.tolist())) == [(r, p) for r in range(64)
+                                                          for p in range(32 * r_half, 32 * r_half + 32)]
+    assert (dst == blk * MAT + np.array([swizzled_offset(64, r, p) for r, p in zip(row, piece)])).all()
+    # inside the half its ready / free mbarriers guard (the S and P V descriptors read it as 4 chunks)
+    lo = blk * MAT + r_half * HALF
+    assert ((dst >= lo) & (dst + 16 <= lo + HALF)).all() and len(set(dst.tolist())) == len(dst)
+    # 8 neighbouring threads read one 128-byte line of a row (whole sectors, L2::256B prefetch pairs them)
+    for i in range(0, len(copies), 1):
+        lt, _, r, src = copies[i]
+        if lt % 8 == 0:
+            group = sorted(c[3] for c in copies if c[0] // 8 == lt // 8 and c[2] == r and c[3] // 128 == src // 128)
+            assert group == list(range(src // 128 * 128, src // 128 * 128 + 128, 16)), (lt, r, src)
+
+
+def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
+    from harness import inputs
+    launched = []
+
+    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+        launched.append((expr, grid, block, _loader.launch_values(expr, _loader.signature(name, expr), args),
+                         shared_mem))
+
+    monkeypatch.setattr(A, "launch", launch)
+    monkeypatch.setattr(A, "choose_kernel", lambda *a: "ws")
+    monkeypatch.setattr(A, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(A, "_shared_optin", lambda device: 232448)
+    monkeypatch.setattr(A.torch.cuda, "get_device_capability", lambda device: (9, 0))
+    x = inputs.attention_inputs(positions=[900, 30], heads=128, seed=3)
+    x.call(A.sparse_attention)
+    expr, grid, block, values, shared = launched[0]
+    assert expr.startswith("dsv4_sparse_attention_ws<") and block == (A.WS_THREADS,) and shared == A.WS_SHARED_BYTES
+    chunk = values[-2]
+    assert chunk % A.WG2_PAIR == 0 and grid[2] == -(-x.args[2].shape[1] // chunk) > 1, (chunk, grid)
+    assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
+
+
+# ---------------------------------------------------------------------------------------------
+# A model of the kernel's handshakes: the three warpgroups as generators of the .cu's steps, each
+# warpgroup's 128 threads acting as one (they arrive and wait together), copies and wgmma groups
+# finishing at random later times. Checked over random interleavings: no deadlock, every wgmma
+# reads the block it expects from a landed half buffer (or P buffer), and no copy or P store
+# overwrites a buffer that an unfinished wgmma group still reads.
+HALVES = ("K0L", "K0R", "K1L", "K1R")  # mbarrier index h = 2 buffer + (R half), as in the kernel
+
+
+def producer(pairs):
+    order = [(0, 0), (1, 1), (0, 1), (1, 0)]  # (buffer, R half): K0L, K1R, K0R, K1L
+    for j in range(pairs):
+        for buf, r_half in order:
+            h = 2 * buf + r_half
+            yield ("mwait", f"free{h}", (j & 1) ^ 1)
+            yield ("copy", HALVES[h], 2 * j + buf, f"ready{h}")
+
+
+def math(wg, pairs):
+    def issue_s(j, first, release_k1l):
+        own = [f"K{wg}L", f"K{wg}R"]
+        yield ("mwait", f"ready{2 * wg + first}", j & 1)
+        yield ("wgmma", [(own[first], 2 * j + wg)])
+        if release_k1l:
+            yield ("wait_groups", 1)
+            yield ("marrive", "free2")
+        yield ("mwait", f"ready{2 * wg + (first ^ 1)}", j & 1)
+        yield ("wgmma", [(own[first ^ 1], 2 * j + wg), ("Q", 0)])
+
+    yield ("mwait", "q", 0)
+    if wg == 0:
+        if pairs:
+            yield from issue_s(0, 0, False)
+        for j in range(pairs):
+            yield ("wait_groups", 0)
+            yield ("barrive", "MAX_A")
+            yield ("wgmma", [("K0L", 2 * j)])  # O_L += P_A V_A,L (P from registers)
+            yield ("wait_groups", 0)
+            yield ("marrive", "free0")
+            yield ("bsync", "MAX_PAIR")
+            yield ("store_p", "P0", 2 * j)
+            yield ("barrive", "P_A")
+            yield ("bsync", "P_B")
+            yield ("wgmma", [("P1", 2 * j + 1), ("K1L", 2 * j + 1)])
+            if j + 1 < pairs:
+                yield from issue_s(j + 1, 0, True)
+            else:
+                yield ("wait_groups", 0)
+                yield ("marrive", "free2")
+    else:
+        for j in range(pairs):
+            yield from issue_s(j, 1, False)
+            yield ("wait_groups", 0)
+            yield ("bsync", "MAX_A")
+            yield ("barrive", "MAX_PAIR")
+            yield ("wgmma", [("K1R", 2 * j + 1)])
+            yield ("store_p", "P1", 2 * j + 1)
+            yield ("bsync", "P_A")
+            yield ("wgmma", [("P0", 2 * j), ("K0R", 2 * j)])
+            yield ("barrive", "P_B")
+            yield ("wait_groups", 1)
+            yield ("marrive", "free3")
+            yield ("wait_groups", 0)
+            yield ("marrive", "free1")
+    yield ("bsync", "SUMS")
+
+
+def run_protocol(pairs, rng):
+    """Runs the three warpgroups to the end in a random interleaving; returns the reads each made."""
+    completed = {b: 0 for b in ["q"] + [f"{k}{h}" for k in ("ready", "free") for h in range(4)]}
+    content = {"Q": 0}  # buffer -> block it holds once landed (absent while a copy is in flight)
+    named = {}  # named barrier -> the warpgroups arrived in its current generation (2 complete it)
+    groups = {0: [], 1: []}  # each math warpgroup's unfinished wgmma groups: lists of buffers read
+    copies = []  # in flight: (buffer, block, mbarrier)
+    procs = {"p": producer(pairs), 0: math(0, pairs), 1: math(1, pairs)}
+    pending = {k: op for k, op in ((k, next(g, None)) for k, g in procs.items()) if op is not None}
+    reads, waiting_sync = [], set()
+    completed["q"] += 1  # Q lands before anything in this model (its own mbarrier, waited once)
+
+    def reading(buf):
+        return any(buf == b for wg in groups for grp in groups[wg] for b in grp)
+
+    def step(who, op):
+        kind = op[0]
+        if kind == "mwait":
+            return completed[op[1]] % 2 != op[2]
+        if kind == "marrive":
+            completed[op[1]] += 1
+        elif kind == "copy":
+            assert not reading(op[1]), f"{op[1]} overwritten while a wgmma reads it"
+            content.pop(op[1], None)
+            copies.append((op[1], op[2], op[3]))
+        elif kind == "wgmma":
+            for buf, block in op[1]:
+                assert content.get(buf) == block, (who, buf, block, content.get(buf))
+                reads.append((who, buf, block))
+            groups[who].append([buf for buf, _ in op[1]])
+        elif kind == "wait_groups":
+            return len(groups[who]) <= op[1]
+        elif kind == "store_p":
+            assert not reading(op[1]), f"{op[1]} rewritten while a wgmma reads it"
+            content[op[1]] = op[2]
+        elif kind == "barrive":
+            # a second arrival of one side before the other's sync would complete the barrier wrongly
+            assert who not in named.setdefault(op[1], set()), (who, op[1])
+            named[op[1]].add(who)
+        elif kind == "bsync":
+            if (who, op[1]) not in waiting_sync:
+                assert who not in named.setdefault(op[1], set()), (who, op[1])
+                waiting_sync.add((who, op[1]))
+                named[op[1]].add(who)
+            if len(named[op[1]]) < 2:
+                return False
+            waiting_sync.discard((who, op[1]))
+            if not any(n == op[1] for _, n in waiting_sync):
+                named[op[1]] = set()  # both passed: the barrier's next generation
+        return True
+
+    while pending:
+        steps = [("proc", k) for k in pending]
+        finishes = [("copy", i) for i in range(len(copies))] + [("group", wg) for wg in groups if groups[wg]]
+        rng.shuffle(steps)
+        rng.shuffle(finishes)
+        # copies and wgmma groups finish late more often than not, so the warpgroups run ahead of them
+        events = finishes + steps if rng.random() < 0.2 else steps + finishes
+        progressed = False
+        for kind, key in events:
+            if kind == "proc":
+                if step(key, pending[key]):
+                    nxt = next(procs[key], None)
+                    if nxt is None:
+                        del pending[key]
+                    else:
+                        pending[key] = nxt
+                    progressed = True
+                    break
+            elif kind == "copy":
+                buf, block, bar = copies.pop(key)
+                content[buf] = block
+                completed[bar] += 1  # cp.async.mbarrier.arrive.noinc: when the copies have landed
+                progressed = True
+                break
+            else:
+                groups[key].pop(0)  # wgmma groups finish in order
+                progressed = True
+                break
+        assert progressed, f"deadlock: {pending}"
+    return reads
+
+
+@pytest.mark.parametrize("pairs", [0, 1, 2, 5])
+def test_handshakes_never_deadlock_and_every_read_sees_its_block(pairs):
+    rng = np.random.default_rng(pairs)
+    for _ in range(40):
+        reads = run_protocol(pairs, rng)
+        # every block's two halves are read for S by its owner and as V by both warpgroups
+        for j in range(2 * pairs):
+            buf = j % 2
+            assert sum(1 for _, b, blk in reads if blk == j and b.startswith(f"K{buf}")) == 4, (j, reads)
+        assert sum(1 for _, b, _ in reads if b == "Q") == 2 * pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# A numpy model of the kernel's arithmetic (fp32, P rounded to bf16 where the kernel rounds it): per
+# pair, warpgroup 0's softmax of block A against its own max, warpgroup 1's against max(own, A's) =
+# the pair's max, warpgroup 0's rescale of P_A, O_L and l_A to it; the row sums added at the end;
+# wg_epilogue and, for a split list, the combine kernel. Compared with the float64 reference under
+# the harness's bounds, on rows that move the max between blocks and pairs and rows with masked blocks.
+LOG2E = 1.4426950408889634
+
+
+def bf16(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000  # round to nearest even
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def exp2(x):
+    with np.errstate(invalid="ignore"):  # -inf - -inf: the kernel selects around these lanes too
+        return np.exp2(x)
+
+
+def ws_split(q, rows, valid, scale2):
+    """One CTA's 64 heads over one split: (O [64, 512], m, l), base 2, O unnormalised."""
+    pairs = -(-len(rows) // 128)
+    pad = pairs * 128 - len(rows)
+    rows = np.concatenate([rows, np.zeros((pad, rows.shape[1]), np.float32)])  # zero-filled copies
+    valid = np.concatenate([valid, np.zeros(pad, bool)])
+    m = np.full(64, -np.inf, np.float32)
+    sums, o = [np.zeros(64, np.float32), np.zeros(64, np.float32)], [np.zeros((64, 256), np.float32) for _ in range(2)]
+
+    def softmax(s, v, mx_other):
+        s = np.where(v[None, :], s * scale2, -np.inf).astype(np.float32)
+        new = np.maximum(m, np.maximum(s.max(1), mx_other))
+        use = np.where(new == -np.inf, 0, new)
+        return exp2(s - use[:, None]), exp2(m - use), new
+
+    for j in range(pairs):
+        a, b = rows[128 * j:128 * j + 64], rows[128 * j + 64:128 * j + 128]
+        va, vb = valid[128 * j:128 * j + 64], valid[128 * j + 64:128 * j + 128]
+        p_a, alpha, m_a = softmax(q @ a.T, va, -np.inf)  # warpgroup 0
+        sums[0] = sums[0] * alpha + p_a.sum(1)
+        o[0] = o[0] * alpha[:, None] + bf16(p_a) @ a[:, :256]
+        p_b, alpha, m_pair = softmax(q @ b.T, vb, m_a)  # warpgroup 1
+        sums[1] = sums[1] * alpha + p_b.sum(1)
+        o[1] = o[1] * alpha[:, None] + bf16(p_b) @ b[:, 256:]
+        with np.errstate(invalid="ignore"):  # warpgroup 0, to the pair's max (0 while its rows saw nothing)
+            sc = np.where(m_a == -np.inf, 0, exp2(m_a - m_pair)).astype(np.float32)
+        sums[0] *= sc
+        o[0] = o[0] * sc[:, None] + bf16(p_b) @ b[:, :256]
+        o[1] = o[1] + bf16(p_a * sc[:, None]) @ a[:, 256:]
+        m = m_pair
+    return np.concatenate(o, axis=1), m, sums[0] + sums[1]
+
+
+def ws_attention(q, kv, indices, sm_scale, sink, chunk):
+    """The kernel (splits of `chunk` indices) and the combine kernel, per query row and 64-head block."""
+    batch, heads, _ = q.shape
+    out = np.zeros(q.shape, np.float32)
+    lse = np.zeros((batch, heads), np.float32)
+    scale2 = np.float32(sm_scale * LOG2E)
+    for row in range(batch):
+        for h0 in range(0, heads, 64):
+            parts = []
+            for k0 in range(0, indices.shape[1], chunk):
+                ids = indices[row, k0:k0 + chunk]
+                parts.append(ws_split(q[row, h0:h0 + 64], kv[np.maximum(ids, 0)], ids >= 0, scale2))
+            hs = slice(h0, h0 + 64)
+            if len(parts) == 1:  # wg_epilogue, unsplit
+                o, m, l = parts[0]
+                denom = np.where(l > 0, l, 1)
+                if sink is not None:
+                    denom = l + exp2(sink[hs] * LOG2E - np.where(l > 0, m, 0))
+                out[row, hs] = o / denom[:, None]
+                lse[row, hs] = np.where(l > 0, (m + np.log2(np.where(l > 0, l, 1))) / LOG2E, -np.inf)
+                continue
+            # wg_epilogue's partials, then dsv4_sparse_attention_combine
+            p_out = np.stack([o * np.where(l > 0, 1 / np.where(l > 0, l, 1), 0)[:, None] for o, m, l in parts])
+            p_lse = np.stack([np.where(l > 0, (m + np.log2(np.where(l > 0, l, 1))) / LOG2E, -np.inf)
+                              for o, m, l in parts])
+            mx = p_lse.max(0)
+            mx_use = np.where(mx == -np.inf, 0, mx)
+            w = exp2((p_lse - mx_use) * LOG2E)
+            total = w.sum(0)
+            row_lse = np.where(total > 0, mx_use + np.log(np.where(total > 0, total, 1)), -np.inf)
+            scale = np.where(total > 0, 1 / np.where(total > 0, total, 1), 0)
+            if sink is not None:
+                scale = np.where(total > 0, scale / (1 + exp2(np.minimum((sink[hs] - row_lse) * LOG2E, 126))), scale)
+            out[row, hs] = (w[:, :, None] * p_out).sum(0) * scale[:, None]
+            lse[row, hs] = row_lse
+    return out, lse
+
+
+@pytest.mark.parametrize("heads, chunk, masking", [(64, 1 << 20, "engine"), (128, 256, "engine"),
+                                                   (64, 1 << 20, "blocks"), (64, 384, "blocks")])
+def test_ws_arithmetic_matches_the_reference(heads, chunk, masking):
+    import torch
+
+    from harness import comparators, inputs
+    from references.sparse_attention import sparse_attention as reference
+    x = inputs.attention_inputs(positions=[700, 300, 1000], heads=heads, topk=512, seed=11, q_scale=3.0)
+    q, kv, indices = x.args
+    indices = indices.clone()
+    if masking == "blocks":  # whole blocks and pairs masked: before, between and after valid ones
+        indices[0, :128] = -1  # the first pair: m stays -inf into pair 2
+        indices[1, 64:128] = -1  # block B of pair 1
+        indices[1, 256:320] = -1  # block A of pair 3
+        indices[2, :] = -1  # an empty row: out 0, lse -inf
+    sink = x.kwargs["attn_sink"]
+    got_out, got_lse = ws_attention(q.float().numpy(), kv.float().numpy(), indices.numpy(), x.kwargs["sm_scale"],
+                                    sink.numpy(), chunk)
+    ref_out, ref_lse = reference(q, kv, indices, sm_scale=x.kwargs["sm_scale"], attn_sink=sink)
+    got = {"out": torch.from_numpy(got_out).bfloat16(), "lse": torch.from_numpy(got_lse)}
+    report = comparators.sparse_attention(got, {"out": ref_out, "lse": ref_lse})
+    assert report.ok, report.message
+    if masking == "blocks":
+        assert (got_out[2] == 0).all() and (got_lse[2] == -np.inf).all()
