@@ -636,9 +636,9 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
               "two CTAs an SM (32 registers) for VECS 1, one above (40 and 57 registers)");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
-// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; opt-in until measured): latency cuts of the default
+// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; default 1, the PDL race fix): latency cuts of the
 // fast kernel's one-CTA chain (docs/topk-s9a.md, "64 x 16384"), bits of:
-#define FAST_EARLY_LOADS 1    // the row's loads issued before seq_len arrives
+#define FAST_EARLY_LOADS 1    // seq_len coherent after the PDL wait; the row's loads issued before it arrives
 #define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
 #define FAST_VOTE_WRITE_OUT 4  // candidates ranked by warp votes straight into the output, one barrier fewer
 static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 7, "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT");

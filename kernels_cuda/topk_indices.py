@@ -73,13 +73,15 @@ FAST_CTAS_PER_SM = {1: 2, 2: 1, 4: 1}
 # against wide1's 13.7 (k 1024: 11.5 against 14.3), while 64 x 16384 (a row alone on its SM, a latency
 # chain) ran 8.4 against the fast kernel's 8.1. DSV4_TOPK_KERNEL=wide runs wide1 there (the A/B).
 HALF_CTAS_PER_SM = 2
-# DSV4_TOPK_FAST_CUTS (read at import: it picks the compiled code; opt-in until measured on the GPU):
-# latency cuts of the default fast kernel's one-CTA chain (64 x 16384), bits of: 1 the row's loads
-# issued before seq_len arrives (two global round trips overlapped), 2 the histogram without a padding
+# DSV4_TOPK_FAST_CUTS (read at import: it picks the compiled code; default 1): latency cuts of the fast
+# kernel's one-CTA chain (64 x 16384), bits of: 1 seq_len by a coherent load after the PDL wait (ptxas
+# hoisted the read-only `seq_lens[b]` above griddepcontrol.wait: a race with a kernel before that
+# writes it) and the row's loads issued before seq_len arrives, 2 the histogram without a padding
 # test a key (key 0 counted in bin 0, taken out once), 4 the threshold-bin candidates ranked by warp
 # votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
-# fewer). docs/topk-s9a.md, "64 x 16384".
-FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "0"))
+# fewer). docs/topk-s9a.md, "64 x 16384". On the H200 (session 9, call 3) 64 x 16384 ran 7.9 us by
+# default (0), 7.8 with 1 and 8.0 with 7: 1 is the default for the race, 2 and 4 stay opt-in.
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384

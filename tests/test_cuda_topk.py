@@ -628,7 +628,7 @@ def test_the_fast_kernels_slots_on_the_gpu_are_the_models_in_order(batch, column
     out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
     rows, lens = logits.cpu().numpy(), seq_lens.cpu().tolist()
     vecs = next(v for v in T.FAST_VECS if 4 * THREADS * v >= columns)
-    sms, clusters = T._clusters(torch.cuda.current_device(), {})
+    sms, clusters = T._device(torch.cuda.current_device())
     (kernel, *_), = T.launches(batch, columns, True, sms, clusters)
     assert kernel == f"dsv4_topk_indices_{'half' if batch > T.FAST_CTAS_PER_SM[vecs] * sms else 'fast'}<{vecs}>"
     modelled = 0
