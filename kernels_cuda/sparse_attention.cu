@@ -66,6 +66,15 @@ __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
 
 __device__ __forceinline__ unsigned int ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned int*>(p); }
 
+// The row maxima over the quad (the 4 threads t holding a row's columns in an mma / wgmma fragment)
+__device__ __forceinline__ void quad_row_max(float& mx_lo, float& mx_hi) {
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+    }
+}
+
 // The online-softmax step shared by every kernel (tile_softmax, the wgmma2, mma and h64 kernels): given the tile's row maxima
 // (base 2, already reduced over the row), s becomes P = exp2(S - m) with m the new running max, the
 // running sums l take the tile's row sums (reduced over the quad), and alpha is the factor by which
@@ -191,11 +200,7 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
             mx_lo = fmaxf(mx_lo, fmaxf(s[nt][0], s[nt][1]));
             mx_hi = fmaxf(mx_hi, fmaxf(s[nt][2], s[nt][3]));
         }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {  // over t: the row's 32 columns
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
+        quad_row_max(mx_lo, mx_hi);
         float alpha_lo, alpha_hi;
         softmax_update<4>(reinterpret_cast<float(&)[16]>(s), mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
 #pragma unroll
@@ -391,11 +396,7 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
                 mx_lo = fmaxf(mx_lo, fmaxf(s[nt][0], s[nt][1]));
                 mx_hi = fmaxf(mx_hi, fmaxf(s[nt][2], s[nt][3]));
             }
-#pragma unroll
-            for (int off = 1; off < 4; off <<= 1) {  // over t: the row's 32 columns
-                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-            }
+            quad_row_max(mx_lo, mx_hi);
             float alpha_lo, alpha_hi;
             softmax_update<4>(reinterpret_cast<float(&)[16]>(s), mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
 #pragma unroll
@@ -894,11 +895,7 @@ __device__ __forceinline__ void tile_softmax(float (&s)[4 * NT], const float* ot
         mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
+    quad_row_max(mx_lo, mx_hi);
     float alpha_lo, alpha_hi;
     softmax_update<NT>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
     rescale_o(o, alpha_lo, alpha_hi);
@@ -1943,11 +1940,7 @@ __device__ __forceinline__ void masked_row_max(float (&s)[32], unsigned int vali
         mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-        mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-    }
+    quad_row_max(mx_lo, mx_hi);
 }
 #define WG2_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4)
 
