@@ -50,7 +50,9 @@ LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
 # DSV4_ATTENTION_WS_READY_FENCE=0 drops it: on the H200 (session 9, call 3) no faster (prefill H64 830.5 us
 # against 822.1, decode b64 H64 36.9 against 36.2), so it stays on
 WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
-SPLITS = None  # None: chosen by shape (_splits); an int forces it (tuning)
+# the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
+# each split is rounded to whole tiles, so the launched count can be lower)
+SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
 
 # compile-time constants of sparse_attention.cu (both ops' kernels): defined here only, the loader passes
 # DEFINES as -D options
