@@ -2259,7 +2259,11 @@ __device__ __forceinline__ void p_fragments(const float (&s)[32], unsigned int (
 // fp32 (2080 bytes = 520 words) a half-warp's 4 rows x 32 bytes of float2.
 #define WS_STAGE_BF16_PITCH (DIM * 2 + 16)
 #define WS_STAGE_F32_PITCH (DIM * 4 + 32)
+// the fused merge's output rows go after the staged fp32 partial, which it still reads (its own split's)
+#define WS_STAGE_MERGED_AT (64 * WS_STAGE_F32_PITCH)
 static_assert(64 * WS_STAGE_F32_PITCH <= 3 * WG_MAT_BYTES, "ws: the staged fp32 rows fit in Q and the two buffers");
+static_assert(WS_STAGE_MERGED_AT % 16 == 0 && WS_STAGE_MERGED_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES + 2 * 64 * 128,
+              "ws: the merged bf16 rows fit before the max and sum exchange (Q, the buffers and P are free)");
 
 __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, unsigned int b, unsigned int c,
                                             unsigned int d) {
@@ -2329,8 +2333,9 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 // flag_s a shared int. Not SPLIT: out = O / (l [+ exp(sink - m)]) and lse. SPLIT: this split's partial (O / l,
 // fp32) and lse; under WS_FUSED_COMBINE with counters (not null) the CTA then counts itself in on
 // counters[row, head block] and the last of the splits to arrive merges them as
-// dsv4_sparse_attention_combine does, re-reading every split's partial (its own too) in split order, so the
-// result does not depend on which CTA is last; it sets the counter back to 0 for the next launch.
+// dsv4_sparse_attention_combine does, reading every split's partial (its own too) in split order, so the
+// result does not depend on which CTA is last; it sets the counter back to 0 for the next launch. Its own
+// partial comes from the staged rows under WS_EPILOGUE_SMEM (the bytes its bulk copy wrote), else from L2.
 template <bool HAS_SINK, bool SPLIT>
 __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
                                             unsigned char* stage, int* flag_s, const float* sink, unsigned short* out,
@@ -2414,13 +2419,24 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
             const long long prow = first + (long long)s * heads;
             const float w_lo = exp2f((__ldcg(part_lse + prow) - use_lo) * LOG2E);
             const float w_hi = exp2f((__ldcg(part_lse + prow + 8) - use_hi) * LOG2E);
-            const float* src_lo = part_out + prow * DIM + half * 256 + 2 * t + pass * 128;
-            const float* src_hi = src_lo + 8 * DIM;
             float2 v_lo[16], v_hi[16];
+            if (WS_EPILOGUE_SMEM && s == (int)blockIdx.z) {  // its own partial: still staged, the bytes it copied
+                const float* src_lo = reinterpret_cast<const float*>(stage + r_lo * WS_STAGE_F32_PITCH) + half * 256 +
+                                      2 * t + pass * 128;
+                const float* src_hi = src_lo + 8 * WS_STAGE_F32_PITCH / 4;
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                v_lo[j] = __ldcg(reinterpret_cast<const float2*>(src_lo + 8 * j));
-                v_hi[j] = __ldcg(reinterpret_cast<const float2*>(src_hi + 8 * j));
+                for (int j = 0; j < 16; ++j) {
+                    v_lo[j] = *reinterpret_cast<const float2*>(src_lo + 8 * j);
+                    v_hi[j] = *reinterpret_cast<const float2*>(src_hi + 8 * j);
+                }
+            } else {
+                const float* src_lo = part_out + prow * DIM + half * 256 + 2 * t + pass * 128;
+                const float* src_hi = src_lo + 8 * DIM;
+#pragma unroll
+                for (int j = 0; j < 16; ++j) {
+                    v_lo[j] = __ldcg(reinterpret_cast<const float2*>(src_lo + 8 * j));
+                    v_hi[j] = __ldcg(reinterpret_cast<const float2*>(src_hi + 8 * j));
+                }
             }
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
@@ -2431,7 +2447,7 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
             }
         }
         if (WS_EPILOGUE_SMEM) {
-            ws_stage_bf16<16>(stage_addr, acc, 16 * pass, scale_lo, scale_hi);
+            ws_stage_bf16<16>(stage_addr + WS_STAGE_MERGED_AT, acc, 16 * pass, scale_lo, scale_hi);
         } else {
             unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t + pass * 128;
 #pragma unroll
@@ -2443,7 +2459,8 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
         }
     }
     if (WS_EPILOGUE_SMEM)
-        ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
+        ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr + WS_STAGE_MERGED_AT,
+                                  WS_STAGE_BF16_PITCH, DIM * 2);
     if (half == 0 && t == 0) {
         lse[row] = lse_lo;
         lse[row + 8] = lse_hi;
