@@ -2381,18 +2381,27 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
         wg_epilogue<HAS_SINK, true>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
     }
     if (!fused) return;
-    // release: every thread's partial stores (and the bulk copies, complete and proxy-fenced) before the count
-    __threadfence();
+    // CUTLASS's split-K semaphore pattern (barrier.h arrive_inc / wait): the 256 math threads meet, so their
+    // partial stores (and the bulk copies, complete and proxy-fenced by their issuers) precede thread 0's
+    // release fence and count; its acquire fence, when last, precedes the barrier the others pass before
+    // they read the other splits' partials (past L1: __ldcg). One fence a CTA, not one a thread.
     wg_bar_sync(WS_BAR_SUMS, 256);
     if (threadIdx.x == 0) {
         int* counter = counters + b * gridDim.y + blockIdx.y;
-        const int last = atomicAdd(counter, 1) == splits - 1;
-        if (last) atomicExch(counter, 0);  // every split has counted: ready for the next launch (and graph replay)
+        int arrived;
+        asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n"
+                     : "=r"(arrived)
+                     : "l"(counter)
+                     : "memory");
+        const int last = arrived == splits - 1;
+        if (last) {
+            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+            *counter = 0;  // every split has counted: ready for the next launch (and graph replay)
+        }
         *flag_s = last;
     }
     wg_bar_sync(WS_BAR_SUMS, 256);
     if (!*reinterpret_cast<volatile int*>(flag_s)) return;
-    __threadfence();  // acquire: the other splits' partials (read past L1: __ldcg)
     float mx_lo = -INFINITY, mx_hi = -INFINITY;
     for (int s = 0; s < splits; ++s) {
         mx_lo = fmaxf(mx_lo, __ldcg(part_lse + first + (long long)s * heads));
