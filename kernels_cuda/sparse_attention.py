@@ -33,6 +33,9 @@ The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs
 cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair, ws) in the environment sets KERNEL, to compare
 them (pipe: the decode path before pair).
+`DSV4_ATTENTION_WS_EPILOGUE=smem` and `DSV4_ATTENTION_COMBINE=fused` (ws only; off until timed, docs/attn-s10.md):
+O staged in shared memory and stored by bulk copies; the split merge done by the last CTA of each (row, head
+block) instead of the combine kernel.
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
 while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
