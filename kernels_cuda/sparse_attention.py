@@ -57,8 +57,12 @@ WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 # (docs/attn-s10.md); off until timed on the GPU
 WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "regs") == "smem"
 # ws, split: DSV4_ATTENTION_COMBINE=fused has the last CTA of a (row, head block) merge the splits (an arrival
-# counter a unit in a cached int32 workspace) instead of the combine kernel; off until timed
-WS_FUSED_COMBINE = os.environ.get("DSV4_ATTENTION_COMBINE", "kernel") == "fused"
+# counter a unit in a cached int32 workspace) instead of the combine kernel, where there are at most
+# FUSED_MAX_SPLITS: that CTA reads the other splits' 128 KB partials alone (~1.1 us each from L2), while the
+# combine kernel spreads them over (row, head) CTAs; fused-all: at every split count. Off until timed
+COMBINE = os.environ.get("DSV4_ATTENTION_COMBINE", "kernel")
+WS_FUSED_COMBINE = COMBINE in ("fused", "fused-all")
+FUSED_MAX_SPLITS = 1 << 30 if COMBINE == "fused-all" else 2
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -240,7 +244,8 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    merge_counters = split_counters(q.device, layout.batch * head_blocks) if counters and splits > 1 else None
+    fused = counters and 1 < splits <= FUSED_MAX_SPLITS
+    merge_counters = split_counters(q.device, layout.batch * head_blocks) if fused else None
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            (layout.batch, head_blocks, splits), (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args,

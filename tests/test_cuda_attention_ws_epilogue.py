@@ -137,11 +137,11 @@ def _launches(monkeypatch, fused):
 
 def test_fused_merge_launches_no_combine_kernel_and_passes_zeroed_counters(monkeypatch):
     launched, inputs = _launches(monkeypatch, True)
-    x = inputs.attention_inputs(positions=[900, 30], heads=128, seed=3)  # 2 rows x 2 head blocks: split
+    x = inputs.attention_inputs(positions=[900] * 64, heads=64, seed=3)  # decode-b64-h64-k640's shape: 2 splits
     x.call(A.sparse_attention)
     assert len(launched) == 1 and launched[0][0].startswith("dsv4_sparse_attention_ws<")
     expr, grid, values, args = launched[0]
-    assert "true>" in expr and grid[2] > 1  # the split kernel
+    assert "true>" in expr and grid[2] == A.FUSED_MAX_SPLITS == 2  # the split kernel
     counters = args[-1]
     assert counters.dtype == A.torch.int32 and counters.numel() >= grid[0] * grid[1] and not counters.any()
     # a wider call grows the workspace and keeps the old one (a captured graph may hold its address)
@@ -150,11 +150,21 @@ def test_fused_merge_launches_no_combine_kernel_and_passes_zeroed_counters(monke
     assert got.numel() >= units and A._OUTGROWN == [counters] and A.split_counters(counters.device, 10) is got
 
 
-def test_fused_merge_only_where_split(monkeypatch):
+def test_fused_merge_only_where_split_in_at_most_its_splits(monkeypatch):
     launched, inputs = _launches(monkeypatch, True)
     x = inputs.attention_inputs(positions=[900] * 80, heads=128, seed=3)  # 160 CTAs: no split
     x.call(A.sparse_attention)
     assert len(launched) == 1 and launched[0][1][2] == 1 and launched[0][2][-1] == 0  # null counters
+    # one row of 64 heads, K 640: 5 splits of one pair, more than FUSED_MAX_SPLITS: the combine kernel
+    launched.clear()
+    x = inputs.attention_inputs(positions=[4000], heads=64, topk=512, seed=3)
+    x.call(A.sparse_attention)
+    assert launched[0][1][2] > A.FUSED_MAX_SPLITS and launched[0][2][-1] == 0
+    assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
+    monkeypatch.setattr(A, "FUSED_MAX_SPLITS", 1 << 30)  # fused-all
+    launched.clear()
+    x.call(A.sparse_attention)
+    assert len(launched) == 1 and launched[0][2][-1] != 0
 
 
 def test_counters_off_or_during_capture_leave_the_combine_kernel(monkeypatch):
