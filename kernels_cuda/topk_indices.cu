@@ -1898,6 +1898,10 @@ __device__ __forceinline__ unsigned int classify_halves4(uint2 h, unsigned int l
     return packed;
 }
 
+// options bit of wide16 (topk_indices.py: DSV4_TOPK_LONG=wide16-prefetch): the chunk bulk-prefetched into L2
+static_assert(WIDE16_PREFETCH > (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_EARLY)
+              && (WIDE16_PREFETCH & (WIDE16_PREFETCH - 1)) == 0, "a bit of its own");
+
 // Groups a thread loads before it converts and counts them (8 registers of float4 in flight)
 #define WIDE16_LOADS 2
 
@@ -1998,6 +2002,16 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
         // the only full read of the chunk: WIDE16_LOADS float4 in flight a thread, then their keys' high
         // halves stored and their coarse bins counted
         const float* const from = src();
+        if (options & WIDE16_PREFETCH) {
+            // the chunk's whole float4 part requested into L2 at once (bulk prefetches of up to 16 KB by
+            // the first threads), so the loop's later round trips find it there instead of each waiting
+            // for DRAM in turn (two float4 a thread in flight: 4 round trips at 32768 columns)
+            const int bytes = 16 * (m >> 2), piece = 16384 * tid();
+            if (piece < bytes)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from + piece / 4),
+                             "r"(min(16384, bytes - piece))
+                             : "memory");
+        }
         for (int g0 = tid(); g0 < groups; g0 += WIDE16_LOADS * TOPK_THREADS) {
             uint4 raw[WIDE16_LOADS];
 #pragma unroll

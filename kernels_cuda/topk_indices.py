@@ -111,9 +111,12 @@ SIGNATURES["dsv4_topk_indices_wide16"] = SIGNATURES["dsv4_topk_indices_wide"]
 # over many rows past LONG_MIN_COLUMNS runs `dsv4_topk_indices_wide16<8>` instead of wide<8>: the same
 # selection with 16-bit keys in shared memory, two CTAs an SM (docs/topk-s10b.md). Its chunk buffer
 # holds WIDE16_CHUNK columns (72 KB: 2 x (72 KB + WideShared<8>'s 37.4 KB + 1 KB) <= 228 KB an SM),
-# which is also its solo and groups bound (the wide kernel's MAX_CHUNK).
+# which is also its solo and groups bound (the wide kernel's MAX_CHUNK). DSV4_TOPK_LONG=wide16-prefetch:
+# the same kernel, each CTA first bulk-prefetching its chunk into L2 (option WIDE16_PREFETCH; the same bits).
+LONG_CHOICES = ("", "wide16", "wide16-prefetch")
 WIDE16_CHUNK = 36864
-DEFINES["WIDE16_CHUNK"] = WIDE16_CHUNK
+WIDE16_PREFETCH = 16
+DEFINES.update(WIDE16_CHUNK=WIDE16_CHUNK, WIDE16_PREFETCH=WIDE16_PREFETCH)
 WIDE16_CTAS_PER_SM = 2
 LONG_MIN_COLUMNS = 131072
 # its instantiation, registered with the loader here while the kernel is opt-in (the loader's KERNELS
@@ -224,7 +227,7 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
     the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
     early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
-    start, WIDE_EARLY); long: DSV4_TOPK_LONG (`wide16`: wide16_launch where it applies)."""
+    start, WIDE_EARLY); long: DSV4_TOPK_LONG (`wide16`, `wide16-prefetch`: wide16_launch where it applies)."""
     narrow = columns <= FAST_COLUMNS
     runs, skip_up_to = [], -1
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
@@ -263,8 +266,11 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     pdl = bool(runs) or batch * cluster <= sms
     if early and batch * cluster <= sms and cluster > 1:  # one wave: nothing waits for its SMs
         options |= WIDE_EARLY
-    if long == "wide16" and not runs and kernel == "dsv4_topk_indices_wide<8>":
-        wide16 = wide16_launch(batch, columns, aligned, sms, options, groups_bound)
+    if long not in LONG_CHOICES:
+        raise ValueError(f"DSV4_TOPK_LONG={long!r}: one of {', '.join(LONG_CHOICES[1:])} (or unset)")
+    if long and not runs and kernel == "dsv4_topk_indices_wide<8>":
+        wide16 = wide16_launch(batch, columns, aligned, sms, options | WIDE16_PREFETCH * (long == "wide16-prefetch"),
+                               groups_bound)
         if wide16 is not None:
             return [wide16]
     extra = (skip_up_to, solo_up_to, options) + ((None,) if cluster > 1 else ())  # work: none (device routing)

@@ -754,6 +754,11 @@ def test_wide16_replaces_only_the_many_row_long_8_cta_launches_and_fits_two_ctas
     static = T.wide_static_shared(8) + 32  # WideShared<8> and the Wide16Row
     assert T.WIDE16_CTAS_PER_SM * (shared + static + 1024) <= 228 * 1024  # (1 KB an SM's CTA reserves)
     assert T.launches(64, 262144, True, *H200) == T.launches(64, 262144, True, *H200, long="")
+    (kernel_p, grid_p, shared_p, pdl_p, extra_p), = T.launches(64, 262144, True, *H200, long="wide16-prefetch")
+    assert (kernel_p, grid_p, shared_p, pdl_p) == (kernel, grid, shared, pdl)
+    assert extra_p == (*extra[:2], extra[2] | T.WIDE16_PREFETCH, None)
+    with pytest.raises(ValueError, match="DSV4_TOPK_LONG"):
+        T.launches(64, 262144, True, *H200, long="wide32")
     for batch, columns, aligned, options in [(64, 262144, False, {}), (64, 131072, True, {}), (64, 65536, True, {}),
                                              (16, 262144, True, {}), (64, 262144, True, {"groups": False}),
                                              (64, 262144, True, {"direct_sum": True}),
@@ -814,6 +819,8 @@ def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
     assert torch.equal(x.call(T.topk_indices, k=k), got)  # reruns
     plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64)
     assert torch.equal(x.call(T.topk_indices, k=k, plan=plan), got)
+    monkeypatch.setenv("DSV4_TOPK_LONG", "wide16-prefetch")  # the chunk prefetched into L2 first
+    assert torch.equal(x.call(T.topk_indices, k=k), got)
     monkeypatch.delenv("DSV4_TOPK_LONG")
     assert torch.equal(x.call(T.topk_indices, k=k), got)  # wide<8>'s bits
     report = comparators.topk_indices({"indices": got}, {"indices": x.call(torch_topk, k=k)}, logits=logits,
