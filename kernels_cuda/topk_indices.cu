@@ -2070,20 +2070,24 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
         r.remaining = remaining;
     }
 
-    // where this CTA's runs start, from the peers' coarse histograms (as wide_select; one peer's read in
-    // flight: registers)
+    // Where this CTA's runs start, from the peers' coarse histograms, as wide_select, but spread: the
+    // (peer, 16-byte group of bins) pairs of the peers before this CTA and the groups from the threshold
+    // bin's up are dealt out over all threads, one distributed read a thread a round (wide_select's threads
+    // of those groups read the peers in turn: up to 7 round trips at rank 7 with one read in flight, here
+    // one while the pairs are <= 1024, e.g. the ~230 groups past a normal row's threshold x 7 peers: 2).
+    // The sum is over all pairs whatever their order: the same counts.
     if (from_hists) {
         unsigned long long before_here = 0ull;  // above | inside << 32
-        if (rank() > 0 && 4 * tid() + 3 >= (int)bin) {
-            for (int r0 = 0; r0 < rank(); ++r0) {
-                const int4 part = load_peer4(&s.hist[4 * tid()], base() + r0);
-                const int c[4] = {part.x, part.y, part.z, part.w};
+        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
+        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
+            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
+            const int4 part = load_peer4(&s.hist[4 * g], base() + peer);
+            const int c[4] = {part.x, part.y, part.z, part.w};
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const unsigned int b = 4u * tid() + e;
-                    if (b > bin) before_here += (unsigned long long)c[e];
-                    else if (b == bin) before_here += (unsigned long long)c[e] << 32;
-                }
+            for (int e = 0; e < 4; ++e) {
+                const unsigned int b = 4u * g + e;
+                if (b > bin) before_here += (unsigned long long)c[e];
+                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
             }
         }
 #pragma unroll

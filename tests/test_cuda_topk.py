@@ -826,3 +826,17 @@ def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
     report = comparators.topk_indices({"indices": got}, {"indices": x.call(torch_topk, k=k)}, logits=logits,
                                       seq_lens=seq_lens, page_table=page_table, k=k, page_size=64)
     assert report.ok, report
+
+
+def test_wide16_deals_every_peer_group_pair_past_the_threshold_out_once():
+    # wide16_select's runs' starts: pair p = t + 1024 i -> (peer p // groups_past, group first + p % groups_past)
+    # covers each (peer before this CTA, 16-byte group holding a bin >= the threshold bin) once, so its sums
+    # are wide_select's
+    for rank in range(1, 8):
+        for bin_ in (0, 1, 2047, 2048, 3181, 4094, 4095):
+            first = bin_ >> 2
+            groups_past = BINS // 4 - first
+            pairs = [(p // groups_past, first + p % groups_past) for t in range(THREADS)
+                     for p in range(t, rank * groups_past, THREADS)]
+            assert sorted(pairs) == [(r, g) for r in range(rank) for g in range(first, BINS // 4)]
+            assert all(4 * g + 3 >= bin_ for _, g in pairs)
