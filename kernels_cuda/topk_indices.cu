@@ -1845,3 +1845,422 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, TOPK_
     __trap();
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// DSV4_TOPK_LONG=wide16 (opt-in): `dsv4_topk_indices_wide16<CLUSTER>`, the wide kernel's selection with
+// the chunk kept in shared memory as the HIGH 16 bits of each order-preserving key (2 bytes a column,
+// not 4), so two 1024-thread CTAs share an SM (32 registers, 72 KB of keys + WideShared a CTA) and one
+// CTA's latency chain (load -> histogram -> cluster sum -> threshold -> walks -> write-out) overlaps
+// another's. For 64 x 262144 (8 CTAs a row, chunks of 32768) wide<8> runs 512 CTAs one an SM (about
+// four waves of whole chains); here about two rounds of chains that share their SMs.
+// Exact because the coarse bin (coarse_bin) depends on key bits 31..17 only, and a coarse bucket's
+// bounds are whole 2^17 key ranges: key > hi iff key >> 16 > hi >> 16, key >= lo iff key >> 16 >= lo >> 16.
+// So the histogram and the counting walk of the common path read only the 16-bit keys. The few groups of
+// four columns holding a key at or above the bucket (~k / CLUSTER + the bucket's keys a CTA) are read
+// again from global memory (L2: this CTA read them moments before) as full 32-bit keys for the placing
+// walk, the candidates' exact ranks and the heavy ties' radix (a bucket narrowed below 2^17 keys): the
+// same classification, walks and ranks as wide_select, so the same selection in the same output order
+// (bitwise the wide kernel's wherever both give a row the same CTAs). Rows are 16-byte aligned (the
+// host routes aligned tensors only) and chunks multiples of 4 columns, so a group is one float4.
+
+// The raw bits of the chunk's group g (columns 4 g .. 4 g + 3 of src); columns at or past m are not read.
+__device__ __forceinline__ uint4 chunk_raw4(const float* __restrict__ src, int g, int m) {
+    const int c = 4 * g;
+    if (c + 4 <= m) return raw_bits(__ldg(reinterpret_cast<const float4*>(src + c)));
+    return make_uint4(c < m ? __float_as_uint(src[c]) : 0u, c + 1 < m ? __float_as_uint(src[c + 1]) : 0u,
+                      c + 2 < m ? __float_as_uint(src[c + 2]) : 0u, c + 3 < m ? __float_as_uint(src[c + 3]) : 0u);
+}
+
+// The full keys of the chunk's group g, key 0 at or past m (as the wide kernel's padding).
+__device__ __forceinline__ uint4 chunk_keys4(const float* __restrict__ src, int g, int m) {
+    return keys_before(chunk_raw4(src, g, m), 4 * g, m);
+}
+
+// Four keys' high halves, two a word, the earlier column in the low half.
+__device__ __forceinline__ uint2 high_halves4(uint4 q) {
+    return make_uint2((q.x >> 16) | (q.y & 0xffff0000u), (q.z >> 16) | (q.w & 0xffff0000u));
+}
+
+// The largest of four 16-bit keys (one SIMD max, one max).
+__device__ __forceinline__ unsigned int max_half4(uint2 h) {
+    const unsigned int m = __vmaxu2(h.x, h.y);
+    return max(m & 0xffffu, m >> 16);
+}
+
+// classify4 on 16-bit keys for a coarse bucket [lo16 << 16, (hi16 << 16) | 0xffff]: above in bits 0..15,
+// inside in bits 16..31; key 0 (padding) is never inside (no real key's high half is 0: -inf's is 0x7f).
+__device__ __forceinline__ unsigned int classify_halves4(uint2 h, unsigned int lo16, unsigned int hi16) {
+    const unsigned int from = max(lo16, 1u);
+    const unsigned int e[4] = {h.x & 0xffffu, h.x >> 16, h.y & 0xffffu, h.y >> 16};
+    unsigned int packed = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) packed += e[j] > hi16 ? 1u : e[j] >= from ? 0x10000u : 0u;
+    return packed;
+}
+
+// options bit of wide16 (topk_indices.py: DSV4_TOPK_LONG=wide16-prefetch): the chunk bulk-prefetched into L2
+static_assert(WIDE16_PREFETCH > (WIDE_FOLD | WIDE_DIRECT_SUM | WIDE_GROUPS | WIDE_EARLY)
+              && (WIDE16_PREFETCH & (WIDE16_PREFETCH - 1)) == 0, "a bit of its own");
+
+// Groups a thread loads before it converts and counts them (8 registers of float4 in flight)
+#define WIDE16_LOADS 2
+
+// The row a wide16 CTA selects, in shared memory: at 32 registers the row's pointers are not kept in
+// registers from one use to the next but made again from these (read through volatile: never cached).
+struct Wide16Row {
+    int b, n;                 // the row and its seq_len (topk_row_wide16)
+    int begin, m;             // this CTA's columns [begin, begin + m) (wide16_select)
+    unsigned int lo, hi;      // the bucket, once found (coarse, or narrowed by the heavy ties' radix)
+    int inside, remaining;    // the row's keys in it, and how many of them are taken
+};
+
+__device__ __forceinline__ int fresh(const int& v) { return *reinterpret_cast<const volatile int*>(&v); }
+__device__ __forceinline__ unsigned int fresh_u(const unsigned int& v) {
+    return *reinterpret_cast<const volatile unsigned int*>(&v);
+}
+
+// The CTA's rank in its cluster, read afresh (as fresh_row)
+__device__ __forceinline__ int fresh_cluster_rank() {
+    int rank;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    return rank;
+}
+
+// wide_sum's reduce-scatter and all-gather (a pair: the peer's histogram read directly), the thread's
+// index read afresh where used: at 32 registers nothing derived from it is held across the heavy ties'
+// radix passes (ptxas hoisted wide_sum's indices out of them and spilled them).
+template <int CLUSTER>
+__device__ __forceinline__ void wide16_sum(const int* local, int* slice, int* sum, int rank, int base) {
+    if (CLUSTER == 2) {
+        const int t = fresh_thread();
+        const int4 a = reinterpret_cast<const int4*>(local)[t], b = load_peer4(&local[4 * t], base + (rank ^ 1));
+        reinterpret_cast<int4*>(sum)[t] = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+    } else if (CLUSTER > 2) {
+        constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
+        static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
+        {
+            const int t = fresh_thread();
+            const int peer = t % CLUSTER, g = t / CLUSTER;
+            const int group = rank * GROUPS + g;
+            int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
+                                     : load_peer4(&local[4 * group], base + peer);
+#pragma unroll
+            for (int off = 1; off < CLUSTER; off <<= 1) {
+                part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
+                part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
+                part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
+                part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
+            }
+            if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+        }
+        cluster_arrive();  // every slice is summed (release: the peers read it next)
+        cluster_wait();
+        const int t = fresh_thread();
+        const int owner = t / GROUPS;
+        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
+                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+    }
+}
+
+// wide_select on 16-bit keys (see above): one row (seq_len n > k, also in r.n) by CLUSTER CTAs, this one rank() of them
+// (cluster rank base() + rank()); SMEM: the kernel's WideShared (and its cluster size, >= CLUSTER).
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide16_select(const float* __restrict__ logits, long long columns,
+                                              int* __restrict__ out, const int* __restrict__ page_table,
+                                              long long table_stride, int k, int page_size, int options,
+                                              WideShared<SMEM>& s, Wide16Row& r, int n) {
+    const bool fold = options & WIDE_FOLD;  // (WIDE_DIRECT_SUM: the host never sets it here)
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: groups of four 16-bit keys
+    uint2* const halves = reinterpret_cast<uint2*>(chunk_keys);
+    // the thread's index and this CTA's rank in the row (the row's CTAs are cluster ranks base() .. base() +
+    // CLUSTER - 1: CLUSTER consecutive, aligned), read afresh where used rather than held in registers
+    const auto tid = []() { return fresh_thread(); };
+    const auto rank = []() { return CLUSTER > 1 ? fresh_cluster_rank() & (CLUSTER - 1) : 0; };
+    const auto base = []() { return fresh_cluster_rank() & ~(CLUSTER - 1); };
+
+    // this CTA's columns, as wide_select splits the row; src() is 16-byte aligned
+    const int groups = [&]() {
+        const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
+        const int begin = min(n, rank() * chunk);
+        const int m = min(n, begin + chunk) - begin;
+        if (tid() == 0) {
+            r.begin = begin;
+            r.m = m;
+        }
+        return (m + 3) >> 2;
+    }();
+    const auto src = [&]() { return logits + (long long)fresh(r.b) * columns + fresh(r.begin); };
+    const auto table_row = [&]() { return page_table + (long long)fresh(r.b) * table_stride; };
+    const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
+    // the full keys of group g, from global memory (L2)
+    const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+
+    __syncthreads();  // hist is zeroed; r.begin and r.m are written
+    {
+        const int m = fresh(r.m);
+        prefetch_table(table_row(), fresh(r.begin), m, page_size);
+        // the only full read of the chunk: WIDE16_LOADS float4 in flight a thread, then their keys' high
+        // halves stored and their coarse bins counted
+        const float* const from = src();
+        if (options & WIDE16_PREFETCH) {
+            // the chunk's whole float4 part requested into L2 at once (bulk prefetches of up to 16 KB by
+            // the first threads), so the loop's later round trips find it there instead of each waiting
+            // for DRAM in turn (two float4 a thread in flight: 4 round trips at 32768 columns)
+            const int bytes = 16 * (m >> 2), piece = 16384 * tid();
+            if (piece < bytes)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(from + piece / 4),
+                             "r"(min(16384, bytes - piece))
+                             : "memory");
+        }
+        for (int g0 = tid(); g0 < groups; g0 += WIDE16_LOADS * TOPK_THREADS) {
+            uint4 raw[WIDE16_LOADS];
+#pragma unroll
+            for (int j = 0; j < WIDE16_LOADS; ++j) {
+                const int g = g0 + j * TOPK_THREADS;
+                raw[j] = g < groups ? chunk_raw4(from, g, m) : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int j = 0; j < WIDE16_LOADS; ++j) {
+                const int g = g0 + j * TOPK_THREADS;
+                if (g >= groups) break;
+                const uint4 q = keys_before(raw[j], 4 * g, m);
+                halves[g] = high_halves4(q);
+                if (4 * g + 4 <= m) count_coarse4<false>(q, s.hist);
+                else count_coarse4<true>(q, s.hist);
+            }
+        }
+    }
+    int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
+    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    int inside = s.s_threshold[2];
+    int remaining = k - s.s_threshold[1];
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+    int* const staging = counts;  // as wide_select
+    const bool coarse = inside <= FAST_CANDIDATES;
+    const bool from_hists = CLUSTER > 1 && coarse && fold;
+
+    if (!coarse) {
+        // Heavy ties: the exact radix over the bucket, cluster-wide, on full keys read again from global
+        // memory for the groups that can hold one (a key >= lo has a high half >= lo >> 16)
+        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+            const int digit_shift = radix_shift(lo, hi);
+            const unsigned int width = hi - lo;
+            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+            for (int g = tid(); g < groups; g += TOPK_THREADS)
+                if (max_half4(halves[g]) >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
+            wide_barrier<CLUSTER>();
+            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
+            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+        }
+    }
+    const bool ranked = inside <= FAST_CANDIDATES;
+    // the bucket for the walks after the counting one (past block_scan_packed's barrier), read from
+    // shared memory there: not held in registers through the walks
+    if (tid() == 0) {
+        r.lo = lo;
+        r.hi = hi;
+        r.inside = inside;
+        r.remaining = remaining;
+    }
+
+    // Where this CTA's runs start, from the peers' coarse histograms, as wide_select, but spread: the
+    // (peer, 16-byte group of bins) pairs of the peers before this CTA and the groups from the threshold
+    // bin's up are dealt out over all threads, one distributed read a thread a round (wide_select's threads
+    // of those groups read the peers in turn: up to 7 round trips at rank 7 with one read in flight, here
+    // one while the pairs are <= 1024, e.g. the ~230 groups past a normal row's threshold x 7 peers: 2).
+    // The sum is over all pairs whatever their order: the same counts.
+    if (from_hists) {
+        unsigned long long before_here = 0ull;  // above | inside << 32
+        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
+        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
+            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
+            const int4 part = load_peer4(&s.hist[4 * g], base() + peer);
+            const int c[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const unsigned int b = 4u * g + e;
+                if (b > bin) before_here += (unsigned long long)c[e];
+                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        if ((tid() & 31) == 0) s.warp_before[tid() >> 5] = before_here;
+    }
+
+    // Counting walk: the coarse bucket on the 16-bit keys alone; a narrowed one on the full keys
+    unsigned int mine = 0u;
+    for (int g = tid(); g < groups; g += TOPK_THREADS) {
+        const uint2 h = halves[g];
+        if (max_half4(h) < lo >> 16) continue;
+        mine += coarse ? classify_halves4(h, lo >> 16, hi >> 16) : classify4(full_keys(g), lo, hi);
+    }
+    unsigned int cta_total;
+    static_assert(WIDE16_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
+    unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
+    if (!ranked) __syncthreads();
+    int first_above = 0, first_inside = 0;
+    if (from_hists) {
+        unsigned long long all = s.warp_before[tid() & 31];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        first_above = (int)(all & 0xffffffffull);
+        first_inside = (int)(all >> 32);
+    } else if (CLUSTER > 1) {
+        if (tid() == 0) {
+            s.cta_counts[0] = (int)(cta_total & 0xffffu);
+            s.cta_counts[1] = (int)(cta_total >> 16);
+        }
+        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+        cluster_wait();
+        if (tid() < 32) {
+            int above = 0, in = 0;
+            if (tid() < rank()) {
+                above = load_peer(&s.cta_counts[0], base() + tid());
+                in = load_peer(&s.cta_counts[1], base() + tid());
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                above += __shfl_xor_sync(0xffffffffu, above, off);
+                in += __shfl_xor_sync(0xffffffffu, in, off);
+            }
+            if (tid() == 0) {
+                s.s_first[0] = above;
+                s.s_first[1] = in;
+            }
+        }
+        __syncthreads();
+        first_above = s.s_first[0];
+        first_inside = s.s_first[1];
+    }
+    const int cta_above = (int)(cta_total & 0xffffu);
+    // Column-order placing walk (heavy ties), as wide_select's, on full keys
+    const auto column_order_walk = [&](unsigned int lo, unsigned int hi, int remaining, int inside_base) {
+        int above_base = 0;
+        for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
+            const int g = step * TOPK_THREADS + tid();
+            const uint4 q = g < groups && max_half4(halves[g]) >= lo >> 16 ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
+            unsigned int step_total;
+            const unsigned int step_before = wide_scan(classify4(q, lo, hi), s.warp_sums, &step_total);
+            int slot_above = above_base + (int)(step_before & 0xffffu);
+            int index_inside = inside_base + (int)(step_before >> 16);
+            above_base += (int)(step_total & 0xffffu);
+            inside_base += (int)(step_total >> 16);
+            place4(q, fresh(r.begin) + 4 * g, lo, hi, staging, slot_above, index_inside,
+                   [&](int index, unsigned int, int column) {
+                       if (index < remaining)
+                           out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
+                   });
+        }
+    };
+
+    if (ranked) {
+        // Placing walk in thread order on the full keys of the groups that hold one at or above lo (the
+        // same order as wide_select's: a thread's groups ascending, then their columns)
+        const unsigned int lo = fresh_u(r.lo), hi = fresh_u(r.hi);
+        int slot_above = (int)(before & 0xffffu);
+        int slot_inside = first_inside + (int)(before >> 16);
+        const auto candidate = [&](int slot, unsigned int e, int column) {
+            const uint2 c = make_uint2(e, (unsigned int)column);
+            if (CLUSTER > 1) store_peer2(&s.candidates[slot], base(), c);
+            else s.candidates[slot] = c;
+        };
+        for (int g = tid(); g < groups; g += TOPK_THREADS) {
+            if (max_half4(halves[g]) < lo >> 16) continue;
+            place4(full_keys(g), fresh(r.begin) + 4 * g, lo, hi, staging, slot_above, slot_inside, candidate);
+        }
+        if (CLUSTER > 1) cluster_arrive();
+        __syncthreads();  // staging is complete
+        write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+        if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (rank() == 0) {
+            const int remaining = fresh(r.remaining);
+            rank_candidates(s.candidates, fresh(r.inside), remaining, [&](int rank_of, int column) {
+                out_row()[k - remaining + rank_of] = mapped_paged(table_row(), column, page_size);
+            });
+        }
+        return;
+    }
+
+    if (CLUSTER > 1) cluster_arrive();
+    column_order_walk(fresh_u(r.lo), fresh_u(r.hi), fresh(r.remaining), first_inside);
+    __syncthreads();
+    write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+    if (CLUSTER > 1) cluster_wait();
+}
+
+// topk_row_wide with wide16_select: the same routing of rows (the copy, rank 0 alone up to solo_up_to,
+// WIDE_GROUPS' row_ctas, a plan's work list), so the same CTAs a row as the wide kernel at the same bounds
+// (the host keeps solo_up_to <= WIDE16_CHUNK, the chunk buffer).
+template <int CLUSTER>
+__device__ __forceinline__ void topk_row_wide16(const float* __restrict__ logits, long long columns,
+                                                const int* __restrict__ seq_lens, const int* __restrict__ page_table,
+                                                long long table_stride, int* __restrict__ out, int k, int page_size,
+                                                int skip_up_to, int solo_up_to, int options,
+                                                const int* __restrict__ work) {
+    static_assert(CLUSTER == 8, "WideShared<8>'s slice holds a row on 4 of its CTAs");
+    __shared__ WideShared<CLUSTER> s;
+    __shared__ Wide16Row r;
+    const int t = threadIdx.x;
+    const int rank = (int)blockIdx.x;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    const bool planned = work != nullptr;
+    if (options & WIDE_EARLY) pdl_launch_dependents();
+    pdl_wait();
+    const int2 entry = planned ? reinterpret_cast<const int2*>(work)[blockIdx.y * CLUSTER + rank]
+                               : make_int2((int)blockIdx.y, 0);
+    const int b = entry.x;
+    if (b < 0) return;
+    const bool owner = planned || rank == 0;
+    const int n = planned ? entry.y : seq_lens[b];
+    if (n <= skip_up_to) return;
+    if (n <= k) {
+        int* out_row = out + (long long)b * k;
+        const int* table_row = page_table + (long long)b * table_stride;
+        if (owner)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    if (t == 0) {  // read after wide16_select's first barrier
+        r.b = b;
+        r.n = n;
+    }
+    if (n <= solo_up_to) {
+        if (owner) wide16_select<1, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, 0, s, r, n);
+        return;
+    }
+    if (options & WIDE_GROUPS) {
+        const int c = row_ctas<CLUSTER>(n, solo_up_to);
+        if (!planned && rank >= c) return;
+        if (c == 2) {
+            wide16_select<2, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+            return;
+        }
+        if (c == 4) {
+            wide16_select<4, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+            return;
+        }
+    }
+    wide16_select<CLUSTER, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+}
+
+// Two CTAs an SM: 32 registers a thread (2 x 1024 x 32 = the register file)
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
+    dsv4_topk_indices_wide16(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                             long long table_stride, int* out, int k, int page_size, int skip_up_to, int solo_up_to,
+                             int options, const int* work) {
+#if __CUDA_ARCH__ >= 900
+    topk_row_wide16<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
+                             solo_up_to, options, work);
+#else
+    __trap();
+#endif
+}

@@ -105,6 +105,24 @@ SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "d
               "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"), "dsv4_topk_indices_half": (*_PARAMS, "i32 pdl"),
               "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
               "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work")}
+SIGNATURES["dsv4_topk_indices_wide16"] = SIGNATURES["dsv4_topk_indices_wide"]
+
+# DSV4_TOPK_LONG=wide16 (opt-in, read at each call as DSV4_TOPK_EARLY): a cluster launch of 8 CTAs a row
+# over many rows past LONG_MIN_COLUMNS runs `dsv4_topk_indices_wide16<8>` instead of wide<8>: the same
+# selection with 16-bit keys in shared memory, two CTAs an SM (docs/topk-s10b.md). Its chunk buffer
+# holds WIDE16_CHUNK columns (72 KB: 2 x (72 KB + WideShared<8>'s 37.4 KB + 1 KB) <= 228 KB an SM),
+# which is also its solo and groups bound (the wide kernel's MAX_CHUNK). DSV4_TOPK_LONG=wide16-prefetch:
+# the same kernel, each CTA first bulk-prefetching its chunk into L2 (option WIDE16_PREFETCH; the same bits).
+LONG_CHOICES = ("", "wide16", "wide16-prefetch")
+WIDE16_CHUNK = 36864
+WIDE16_PREFETCH = 16
+DEFINES.update(WIDE16_CHUNK=WIDE16_CHUNK, WIDE16_PREFETCH=WIDE16_PREFETCH)
+WIDE16_CTAS_PER_SM = 2
+LONG_MIN_COLUMNS = 131072
+# its instantiation, registered with the loader here while the kernel is opt-in (the loader's KERNELS
+# list is outside this change; on merge it belongs there beside the wide kernels)
+if "dsv4_topk_indices_wide16<8>" not in _loader.KERNELS["topk_indices.cu"]:
+    _loader.KERNELS["topk_indices.cu"].append("dsv4_topk_indices_wide16<8>")
 
 
 def chunk_columns(columns, cluster):
@@ -198,7 +216,7 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
 
 
 def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_COLUMNS, fold=True, direct_sum=False,
-             groups=True, groups_bound=0, early=False):
+             groups=True, groups_bound=0, early=False, long=""):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
@@ -209,7 +227,7 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
     the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
     early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
-    start, WIDE_EARLY)."""
+    start, WIDE_EARLY); long: DSV4_TOPK_LONG (`wide16`, `wide16-prefetch`: wide16_launch where it applies)."""
     narrow = columns <= FAST_COLUMNS
     runs, skip_up_to = [], -1
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
@@ -248,8 +266,32 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     pdl = bool(runs) or batch * cluster <= sms
     if early and batch * cluster <= sms and cluster > 1:  # one wave: nothing waits for its SMs
         options |= WIDE_EARLY
+    if long not in LONG_CHOICES:
+        raise ValueError(f"DSV4_TOPK_LONG={long!r}: one of {', '.join(LONG_CHOICES[1:])} (or unset)")
+    if long and not runs and kernel == "dsv4_topk_indices_wide<8>":
+        wide16 = wide16_launch(batch, columns, aligned, sms, options | WIDE16_PREFETCH * (long == "wide16-prefetch"),
+                               groups_bound)
+        if wide16 is not None:
+            return [wide16]
     extra = (skip_up_to, solo_up_to, options) + ((None,) if cluster > 1 else ())  # work: none (device routing)
     return runs + [(kernel, (cluster, batch), shared, pdl, extra)]
+
+
+def wide16_launch(batch, columns, aligned, sms, options, groups_bound):
+    """The wide16 launch that replaces a wide<8> launch of `options` (which must size rows by length,
+    WIDE_GROUPS, with the default bound, and sum by reduce-scatter), or None where it does not apply:
+    rows 16-byte aligned, wider than LONG_MIN_COLUMNS, chunks within WIDE16_CHUNK, and more CTAs than
+    one an SM (fewer rows run one CTA an SM already). Its rows <= WIDE16_CHUNK go to rank 0 alone,
+    longer ones to row_ctas(n, 8, WIDE16_CHUNK) CTAs; the shared memory holds 2 bytes a column."""
+    cluster = 8
+    chunk = chunk_columns(columns, cluster)
+    if (not aligned or columns <= LONG_MIN_COLUMNS or chunk > WIDE16_CHUNK or batch * cluster <= sms
+            or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM or groups_bound):
+        return None
+    shared = 8 * ((max(chunk, WIDE16_CHUNK) + 3) // 4)  # groups of four 16-bit keys
+    pdl = batch * cluster <= WIDE16_CTAS_PER_SM * sms  # a grid of one wave (two CTAs an SM) overlaps the kernel before
+    options &= ~WIDE_EARLY
+    return (f"dsv4_topk_indices_wide16<{cluster}>", (cluster, batch), shared, pdl, (-1, WIDE16_CHUNK, options, None))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -262,6 +304,11 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
 # (2, 4 or 8 by its length, as the device routing gives it), and rows of the same count share a
 # place (docs/topk-s9b.md). DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list:
 # the A/B switch.
+
+
+# the cluster launches a plan's work list is made for: the wide kernels and wide16 (the same routing of
+# rows; their solo bounds differ, so a plan made for one never fits a call that routes to the other)
+PLANNED_KERNELS = ("dsv4_topk_indices_wide<", "dsv4_topk_indices_wide16<")
 
 
 def work_list(lens, cluster, solo_up_to, k, groups=False):
@@ -295,7 +342,7 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "1") != "0",
                     groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
-                    early=env.get("DSV4_TOPK_EARLY", "0") == "1")
+                    early=env.get("DSV4_TOPK_EARLY", "0") == "1", long=env.get("DSV4_TOPK_LONG", ""))
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):
@@ -306,7 +353,7 @@ def plan_route(lens, k, sms, clusters, env=os.environ):
     if not len(lens):
         return None
     runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
-    if len(runs) != 1 or not runs[0][0].startswith("dsv4_topk_indices_wide<"):
+    if len(runs) != 1 or not runs[0][0].startswith(PLANNED_KERNELS):
         return None
     _, (cluster, _), _, _, (skip_up_to, solo_up_to, options, _) = runs[0]
     if skip_up_to != -1:
@@ -361,7 +408,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            if kernel == "dsv4_topk_indices_wide1":
+            if kernel == "dsv4_topk_indices_wide1" or kernel.startswith("dsv4_topk_indices_wide16<"):
                 _two_per_sm(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
@@ -379,7 +426,7 @@ def _planned(runs, plan, sms, device, route):
     if plan["work"].device != device:
         return runs
     kernel, (cluster, _), shared, _, extra = runs[0]
-    if not kernel.startswith("dsv4_topk_indices_wide<") or extra[0] != -1 or (
+    if not kernel.startswith(PLANNED_KERNELS) or extra[0] != -1 or (
             (cluster, extra[1]) != plan["launch"] or bool(extra[2] & WIDE_GROUPS) != plan["groups"]):
         return runs
     places = plan["places"]

@@ -723,3 +723,120 @@ def test_the_early_trigger_leaves_every_output_bit_as_it_was(monkeypatch):
         monkeypatch.setenv("DSV4_TOPK_EARLY", "1")  # the next call's kernel overlaps this one's
         assert torch.equal(x.call(T.topk_indices, k=512), before), len(lens)
         assert torch.equal(x.call(T.topk_indices, k=512), before), len(lens)
+
+
+# ---- DSV4_TOPK_LONG=wide16: the wide kernel's selection on 16-bit keys, two CTAs an SM ----
+
+def test_the_high_halves_of_the_keys_classify_every_coarse_bucket_as_the_full_keys():
+    # wide16 counts and classifies on key >> 16 alone while the bucket is a coarse bin: the bin reads
+    # key bits 31..17 only, and every bin's bounds are whole 2^17 key ranges, so for every bin and key
+    # "above" (key > hi) and "at or above" (key >= lo) agree with the high halves' tests
+    rng = np.random.default_rng(16)
+    keys = np.concatenate([rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32),
+                           sortable_key(rng.standard_normal(1 << 14).astype(np.float32))])
+    assert np.array_equal(coarse_bin(keys), coarse_bin(keys & np.uint32(0xFFFF0000)))
+    high = (keys >> 16).astype(np.int64)
+    for b in range(BINS):
+        lo, hi = coarse_bin_keys(b)
+        assert lo & 0x1FFFF == 0 and hi & 0x1FFFF == 0x1FFFF, b
+        edges = np.array([lo, max(lo - 1, 0), hi, min(hi + 1, 0xFFFFFFFF)], np.uint32)
+        for k_, h in ((keys, high), (edges, (edges >> 16).astype(np.int64))):
+            assert np.array_equal(k_ > hi, h > hi >> 16) and np.array_equal(k_ >= lo, h >= lo >> 16), b
+    # key 0 (padding) is the only key with high half 0: -inf's key is the least real one
+    assert sortable_key(np.array([-np.inf], np.float32))[0] >> 16 == 0x7F
+
+
+def test_wide16_replaces_only_the_many_row_long_8_cta_launches_and_fits_two_ctas_an_sm():
+    (kernel, grid, shared, pdl, extra), = T.launches(64, 262144, True, *H200, long="wide16")
+    assert (kernel, grid, pdl) == ("dsv4_topk_indices_wide16<8>", (8, 64), False)
+    assert extra == (-1, T.WIDE16_CHUNK, T.WIDE_FOLD | T.WIDE_GROUPS, None)
+    assert shared == 2 * T.WIDE16_CHUNK >= 2 * T.chunk_columns(262144, 8)  # 2 bytes a column
+    static = T.wide_static_shared(8) + 32  # WideShared<8> and the Wide16Row
+    assert T.WIDE16_CTAS_PER_SM * (shared + static + 1024) <= 228 * 1024  # (1 KB an SM's CTA reserves)
+    assert T.launches(64, 262144, True, *H200) == T.launches(64, 262144, True, *H200, long="")
+    (kernel_p, grid_p, shared_p, pdl_p, extra_p), = T.launches(64, 262144, True, *H200, long="wide16-prefetch")
+    assert (kernel_p, grid_p, shared_p, pdl_p) == (kernel, grid, shared, pdl)
+    assert extra_p == (*extra[:2], extra[2] | T.WIDE16_PREFETCH, None)
+    with pytest.raises(ValueError, match="DSV4_TOPK_LONG"):
+        T.launches(64, 262144, True, *H200, long="wide32")
+    for batch, columns, aligned, options in [(64, 262144, False, {}), (64, 131072, True, {}), (64, 65536, True, {}),
+                                             (16, 262144, True, {}), (64, 262144, True, {"groups": False}),
+                                             (64, 262144, True, {"direct_sum": True}),
+                                             (64, 262144, True, {"groups_bound": 20480}),
+                                             (64, 262144, True, {"choice": "split"})]:
+        runs = T.launches(batch, columns, aligned, *H200, long="wide16", **options)
+        assert runs == T.launches(batch, columns, aligned, *H200, **options), (batch, columns, aligned, options)
+        assert not any("wide16" in kernel for kernel, *_ in runs)
+
+
+def test_a_wide16_plan_sizes_rows_by_the_16_bit_buffer_and_never_fits_a_wide_call():
+    env = {"DSV4_TOPK_LONG": "wide16"}
+    (cluster, up_to, groups), work = T.plan_route(MIXED, 512, *H200, env=env)
+    assert (cluster, up_to, groups) == (8, T.WIDE16_CHUNK, True)
+    assert work == T.work_list(MIXED, 8, T.WIDE16_CHUNK, 512, True)
+    (_, wide_up_to, _), _ = T.plan_route(MIXED, 512, *H200)
+    assert wide_up_to != up_to  # _planned compares (cluster, solo bound): a plan of one never runs the other
+    # every row of a wide16 launch fits its buffer: rank 0 alone up to the bound, else chunks within it
+    for n in MIXED + [T.WIDE16_CHUNK, T.WIDE16_CHUNK + 1, 262144]:
+        if n > T.WIDE16_CHUNK:
+            assert T.chunk_columns(n, T.row_ctas(n, 8, T.WIDE16_CHUNK)) <= T.WIDE16_CHUNK, n
+
+
+def test_wide16_fits_two_ctas_an_sm(monkeypatch):
+    # 32 registers (2 x 1024 x 32 = the register file), no spill, the static shared memory the host counts
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", ["dsv4_topk_indices_wide16<8>"])
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)["dsv4_topk_indices_wide16<8>"]
+    assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, res
+    assert res["smem"] == T.wide_static_shared(8) + 32
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["normal", "ties", "equal", "neg_inf", "k2048"])
+def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
+    # The same rows on the same CTAs as wide<8> (lengths where both bounds give the same row_ctas: not in
+    # (36864, 40960], (73728, 81920], (147456, 163840]), so the same bits, order included: the ranked
+    # path, the heavy ties' radix and column-order walk (few distinct values, all equal), -inf inside
+    # rows, garbage past seq_len; planned = unplanned; and the k largest (the harness's tie rule)
+    import torch
+
+    from harness import comparators, inputs
+    from kernels_torch.topk_indices import topk_indices as torch_topk
+    k = 2048 if variant == "k2048" else 512
+    lens = [262144, 262143, 262141, 200001, 147456, 131073, 73728, 70001, 65536, 36864, 34840, 16385, 4097,
+            k + 1, k, 7, 0] + MIXED[:7]
+    options = {"ties": dict(distinct=3), "equal": dict(distinct=1), "neg_inf": dict(neg_inf_inside=100000)}
+    x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=16, device="cuda", tail="garbage",
+                           **options.get(variant, {}))
+    logits, seq_lens, page_table = x.args
+    sms, clusters = T._device(torch.cuda.current_device())
+    monkeypatch.setenv("DSV4_TOPK_LONG", "wide16")
+    (kernel, *_), = T._launches_from_env(len(lens), 262144, True, sms, clusters, {"DSV4_TOPK_LONG": "wide16"})
+    assert kernel == "dsv4_topk_indices_wide16<8>"
+    got = x.call(T.topk_indices, k=k)
+    assert torch.equal(x.call(T.topk_indices, k=k), got)  # reruns
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64)
+    assert torch.equal(x.call(T.topk_indices, k=k, plan=plan), got)
+    monkeypatch.setenv("DSV4_TOPK_LONG", "wide16-prefetch")  # the chunk prefetched into L2 first
+    assert torch.equal(x.call(T.topk_indices, k=k), got)
+    monkeypatch.delenv("DSV4_TOPK_LONG")
+    assert torch.equal(x.call(T.topk_indices, k=k), got)  # wide<8>'s bits
+    report = comparators.topk_indices({"indices": got}, {"indices": x.call(torch_topk, k=k)}, logits=logits,
+                                      seq_lens=seq_lens, page_table=page_table, k=k, page_size=64)
+    assert report.ok, report
+
+
+def test_wide16_deals_every_peer_group_pair_past_the_threshold_out_once():
+    # wide16_select's runs' starts: pair p = t + 1024 i -> (peer p // groups_past, group first + p % groups_past)
+    # covers each (peer before this CTA, 16-byte group holding a bin >= the threshold bin) once, so its sums
+    # are wide_select's
+    for rank in range(1, 8):
+        for bin_ in (0, 1, 2047, 2048, 3181, 4094, 4095):
+            first = bin_ >> 2
+            groups_past = BINS // 4 - first
+            pairs = [(p // groups_past, first + p % groups_past) for t in range(THREADS)
+                     for p in range(t, rank * groups_past, THREADS)]
+            assert sorted(pairs) == [(r, g) for r in range(rank) for g in range(first, BINS // 4)]
+            assert all(4 * g + 3 >= bin_ for _, g in pairs)
