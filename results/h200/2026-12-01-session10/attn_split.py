@@ -5,7 +5,8 @@ recs = []
 for l in lines:
     m = re.match(r"\s*(0x[0-9a-f]+)\s+(\d+) ex=\s*(\d+)\s+(.*)", l)
     if m: recs.append((int(m.group(1), 16), int(m.group(2)), int(m.group(3)), m.group(4)))
-# producer: the block holding the LDGSTS of the KV gather with LTC256B, from the nearest preceding 'ULDC.64 UR10, c[0x0][0x218]' region
+# producer: from the code before the first LDGSTS of the KV gather (LTC256B) back to the
+# instruction after the math warps' EXIT
 ld = [i for i, r in enumerate(recs) if "LTC256B" in r[3]]
 p0 = ld[0]
 while p0 > 0 and "USETMAXREG" not in recs[p0][3] and "EXIT" not in recs[p0 - 1][3]:

@@ -22,7 +22,8 @@ agg = {}
 for x in ins:
     for k, v in x[4].items(): agg[k] = agg.get(k, 0) + v
 print(f"{path}: {len(ins)} instructions, {tot:.0f} samples")
-print("by reason:", ", ".join(f"{k} {100*v/tot:.1f}%" for k, v in sorted(agg.items(), key=lambda kv: -kv[1]) if v / tot > 0.005))
+by_reason = sorted(agg.items(), key=lambda kv: -kv[1])
+print("by reason:", ", ".join(f"{k} {100*v/tot:.1f}%" for k, v in by_reason if v / tot > 0.005))
 def reasons(st): return " ".join(f"{k}:{int(v)}" for k, v in sorted(st.items(), key=lambda kv: -kv[1])[:3] if v)
 print(f"top {top}:")
 for x in sorted(ins, key=lambda x: -x[2])[:top]:
