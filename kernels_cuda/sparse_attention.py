@@ -33,9 +33,11 @@ The wgmma kernel is a template over its row loader: sparse_attention_fp8.py runs
 cache (`launch_split` is the launch both use).
 `DSV4_ATTENTION_KERNEL=h64` (or h16, wgmma, wgmma2, pipe, pair, ws) in the environment sets KERNEL, to compare
 them (pipe: the decode path before pair).
-`DSV4_ATTENTION_WS_EPILOGUE=smem` and `DSV4_ATTENTION_COMBINE=fused` (ws only; off until timed, docs/attn-s10.md):
-O staged in shared memory and stored by bulk copies; the split merge done by the last CTA of each (row, head
-block) instead of the combine kernel.
+ws's epilogue stages O in shared memory and stores it by one bulk copy a row (session 10: prefill H64 822 ->
+742 us, H128 2503 -> 2280, decode b256 78.3 -> 71.2, b64 H128 56 -> 52; docs/attn-s10.md);
+`DSV4_ATTENTION_WS_EPILOGUE=regs` restores the register stores for the A/B. `DSV4_ATTENTION_COMBINE=fused`
+(opt-in, measured slower: decode b64 H64 40.2 us against 36.3) has the last CTA of each (row, head block)
+merge the splits instead of the combine kernel.
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
 while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
@@ -53,13 +55,14 @@ LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
 # DSV4_ATTENTION_WS_READY_FENCE=0 drops it: on the H200 (session 9, call 3) no faster (prefill H64 830.5 us
 # against 822.1, decode b64 H64 36.9 against 36.2), so it stays on
 WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
-# ws: DSV4_ATTENTION_WS_EPILOGUE=smem stages O in the free Q and buffer space and stores it by one bulk copy a row
-# (docs/attn-s10.md); off until timed on the GPU
-WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "regs") == "smem"
+# ws: O staged in the free Q and buffer space and stored by one bulk copy a row (docs/attn-s10.md; the default
+# since session 10's call 2); DSV4_ATTENTION_WS_EPILOGUE=regs stores it from registers (64 STG a thread)
+WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs"
 # ws, split: DSV4_ATTENTION_COMBINE=fused has the last CTA of a (row, head block) merge the splits (an arrival
 # counter a unit in a cached int32 workspace) instead of the combine kernel, where there are at most
 # FUSED_MAX_SPLITS: that CTA reads the other splits' 128 KB partials alone (~1.1 us each from L2), while the
-# combine kernel spreads them over (row, head) CTAs; fused-all: at every split count. Off until timed
+# combine kernel spreads them over (row, head) CTAs; fused-all: at every split count. Opt-in: on the H200
+# (session 10, call 2, at every split count) decode b64 H64 took 40.2 us against 36.3 without it
 COMBINE = os.environ.get("DSV4_ATTENTION_COMBINE", "kernel")
 WS_FUSED_COMBINE = COMBINE in ("fused", "fused-all")
 FUSED_MAX_SPLITS = 1 << 30 if COMBINE == "fused-all" else 2
