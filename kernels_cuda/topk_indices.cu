@@ -1816,6 +1816,42 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
 }
 
+// dsv4_topk_indices_lean<CLUSTER> (opt-in, DSV4_TOPK_LEAN=8 or 16; docs/topk-s10a.md): a few long rows
+// (1 x 65536), every row past k on all CLUSTER CTAs of its cluster. The whole kernel is one copy of
+// wide_select<CLUSTER, CLUSTER> with the default options as constants (the fold, the reduce-scatter):
+// wide<8> carries four (rank 0 alone, 2, 4 and 8 CTAs) and the other options' paths, 14016 SASS
+// instructions for a one-shot chain that misses the instruction cache on its first pass. 16 CTAs
+// (non-portable: the host sets the attribute) halve each CTA's chunk (4096 columns: one 16-byte group
+// a thread). No plan, no solo rows, no skip (the host routes it only where none is asked for); the
+// same selection code as wide<CLUSTER> on the same chunks, so the same bits at 8.
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_lean(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                           long long table_stride, int* out, int k, int page_size, int options) {
+#if __CUDA_ARCH__ >= 900
+    __shared__ WideShared<CLUSTER> s;
+    const int t = threadIdx.x;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
+    pdl_wait();
+    // seq_len by a coherent load, which ptxas keeps after griddepcontrol.wait (see fast_kernel)
+    const int b = blockIdx.y;
+    int n;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    int* out_row = out + (long long)b * k;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
+        if (blockIdx.x == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    wide_select<CLUSTER, CLUSTER>(logits + (long long)b * columns, n, (int)blockIdx.x, out_row, table_row, k,
+                                  page_size, WIDE_FOLD, s);
+#else
+    __trap();
+#endif
+}
+
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.

@@ -87,6 +87,20 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 SOLO_COLUMNS = 16384
 # the wide kernels' options (bits of their last argument)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
+# DSV4_TOPK_LEAN (read at import; opt-in, 0 = off): a few long rows (1 x 65536) in
+# dsv4_topk_indices_lean<8 or 16>, where the default runs wide<8> in one wave: one copy of the 8-CTA
+# selection (wide<8> carries four, 14016 SASS instructions, for a chain that runs once cold), or 16
+# CTAs a row (a non-portable cluster: chunks of 4096 at 65536). docs/topk-s10a.md. Rows: batch x LEAN
+# <= the SMs, and at 16 at most LEAN16_ROWS (a 16-CTA cluster needs 16 free SMs of one GPC).
+LEAN = int(os.environ.get("DSV4_TOPK_LEAN", "0"))
+LEAN_CLUSTERS = (8, 16)
+LEAN16_ROWS = 4
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
+# Their name expressions, exported from here while they are opt-in (this branch leaves _loader.py as
+# it is; the package imports this module before anything compiles): move to _loader.KERNELS on merge.
+for _expr in (f"dsv4_topk_indices_lean<{c}>" for c in LEAN_CLUSTERS):
+    if _expr not in _loader.KERNELS["topk_indices.cu"]:
+        _loader.KERNELS["topk_indices.cu"].append(_expr)
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole).
@@ -104,7 +118,8 @@ _SKIP = (*_PARAMS, "i32 skip_up_to")
 SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "dsv4_topk_indices_regs": _PARAMS,
               "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"), "dsv4_topk_indices_half": (*_PARAMS, "i32 pdl"),
               "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
-              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work")}
+              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work"),
+              "dsv4_topk_indices_lean": (*_PARAMS, "i32 options")}
 
 
 def chunk_columns(columns, cluster):
@@ -178,6 +193,18 @@ def _two_per_sm(kernel, device):
 _attributes_set = set()  # kernel pointers _two_per_sm has set up
 
 
+def _non_portable(kernel, device):
+    """A 16-CTA cluster kernel (lean<16>) opts in to the non-portable cluster size; once per kernel."""
+    fn = _loader.kernel("topk_indices.cu", kernel, device)
+    if fn.ptr not in _non_portable_set:
+        from cupy_backends.cuda.api import driver
+        driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        _non_portable_set.add(fn.ptr)
+
+
+_non_portable_set = set()  # kernel pointers _non_portable has set up
+
+
 def row_ctas(n, cluster, up_to):
     """CTAs of a row of seq_len n past `up_to` in a WIDE_GROUPS launch of `cluster` CTAs (row_ctas in
     topk_indices.cu): the fewest, a power of two from 2 up to cluster, whose chunks are <= up_to."""
@@ -197,8 +224,18 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
     return MAX_CHUNK if cluster == fewest and batch * cluster > sms else chunk_columns(columns, cluster)
 
 
+def lean_launch(batch, columns, sms, lean, early):
+    """The lean kernel's launch for `batch` rows of `columns` that the default would give one wave of
+    wide<8>, or None: lean (DSV4_TOPK_LEAN) 8 or 16 CTAs a row, one wave of them (and at 16 at most
+    LEAN16_ROWS rows); early: DSV4_TOPK_EARLY (WIDE_EARLY; the grid is one wave)."""
+    if lean not in LEAN_CLUSTERS or batch * lean > sms or (lean == 16 and batch > LEAN16_ROWS):
+        return None
+    shared = 4 * (chunk_columns(columns, lean) + 4)
+    return f"dsv4_topk_indices_lean<{lean}>", (lean, batch), shared, True, (WIDE_EARLY if early else 0,)
+
+
 def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_COLUMNS, fold=True, direct_sum=False,
-             groups=True, groups_bound=0, early=False):
+             groups=True, groups_bound=0, early=False, lean=0):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
@@ -209,7 +246,8 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
     the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
     early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
-    start, WIDE_EARLY)."""
+    start, WIDE_EARLY); lean, DSV4_TOPK_LEAN (opt-in, 0 off): the default's one wave of wide<8> runs
+    lean_launch's kernel instead where that gives one."""
     narrow = columns <= FAST_COLUMNS
     runs, skip_up_to = [], -1
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
@@ -229,6 +267,10 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         return runs + [(kernel, (cluster, batch), 4 * (chunk_columns(columns, cluster) + 4), False, (skip_up_to,))]
     cluster = cluster_size(batch, columns, sms, clusters)
+    if lean and choice == "fast" and cluster == 8 and batch * cluster <= sms and solo > 0 and groups:
+        run = lean_launch(batch, columns, sms, lean, early)  # the default's wide<8>, one wave (opt-in)
+        if run is not None:
+            return runs + [run]
     chunk = chunk_columns(columns, cluster)
     shared = 4 * (chunk + 4)  # keys + up to 3 words of alignment shift
     # the fast kernel's selection on the cluster kernel's chunks; rank 0 alone on rows up to solo_up_to
@@ -295,7 +337,7 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "1") != "0",
                     groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
-                    early=env.get("DSV4_TOPK_EARLY", "0") == "1")
+                    early=env.get("DSV4_TOPK_EARLY", "0") == "1", lean=LEAN)
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):
@@ -363,6 +405,8 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                 _opt_in(kernel, shared, logits.device)
             if kernel == "dsv4_topk_indices_wide1":
                 _two_per_sm(kernel, logits.device)
+            if kernel == "dsv4_topk_indices_lean<16>":
+                _non_portable(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
     return out

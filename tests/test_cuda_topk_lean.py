@@ -1,0 +1,158 @@
+"""The lean top-k kernels (dsv4_topk_indices_lean<8 | 16>, opt-in DSV4_TOPK_LEAN; docs/topk-s10a.md):
+where the host routes them, that they compile to what it counts on, the 16-CTA split in the numpy
+model of the wide kernel's write-out, and on the GPU their slots against that model and wide<8>."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from test_cuda_topk import H200, THREADS, BINS, wide_model, sortable_key
+
+T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
+
+
+def test_the_lean_kernels_take_one_wave_of_few_long_rows_only_where_asked():
+    for lean in (8, 16):
+        for early in (False, True):
+            (kernel, grid, shared, pdl, extra), = T.launches(1, 65536, True, *H200, lean=lean, early=early)
+            assert kernel == f"dsv4_topk_indices_lean<{lean}>" and grid == (lean, 1) and pdl
+            assert shared == 4 * (65536 // lean + 4) and extra == (T.WIDE_EARLY * early,)
+        # unaligned rows too (the chunk's shift is the selection's own)
+        (kernel, grid, shared, _, _), = T.launches(2, 70001, False, *H200, lean=lean)
+        assert kernel == f"dsv4_topk_indices_lean<{lean}>" and shared == 4 * (T.chunk_columns(70001, lean) + 4)
+    # 16 CTAs a row for up to LEAN16_ROWS rows, 8 while the grid is one wave; wide<8> past that
+    assert T.launches(4, 65536, True, *H200, lean=16)[0][0] == "dsv4_topk_indices_lean<16>"
+    assert T.launches(5, 65536, True, *H200, lean=16)[0][0] == "dsv4_topk_indices_wide<8>"
+    assert T.launches(16, 65536, True, *H200, lean=8)[0][0] == "dsv4_topk_indices_lean<8>"
+    assert T.launches(17, 65536, True, *H200, lean=8) == T.launches(17, 65536, True, *H200)  # wide<4>
+    # every other shape and switch keeps its launch: not wide<8>, more than a wave, the A/B switches
+    for batch, columns, kw in [(64, 262144, {}), (64, 65536, {}), (64, 16384, {}), (1, 16384, {}),
+                               (1, 65536, {"choice": "split"}), (1, 65536, {"choice": "wide"}),
+                               (1, 65536, {"solo": 0}), (1, 65536, {"groups": False}), (1, 20000, {})]:
+        for lean in (8, 16):
+            assert T.launches(batch, columns, True, *H200, lean=lean, **kw) == T.launches(batch, columns, True, *H200,
+                                                                                          **kw), (batch, columns, kw)
+    # no clusters (A100): never
+    assert T.launches(1, 40000, True, 108, (1,), lean=16) == T.launches(1, 40000, True, 108, (1,))
+
+
+def test_the_lean_kernels_are_compiled_and_take_the_arguments_they_are_given():
+    import re
+    from pathlib import Path
+
+    from kernels_cuda import _loader
+    assert {f"dsv4_topk_indices_lean<{c}>" for c in T.LEAN_CLUSTERS} <= set(_loader.KERNELS["topk_indices.cu"])
+    source = (Path(T.__file__).parent / "topk_indices.cu").read_text()
+    match = re.search(r"\bdsv4_topk_indices_lean\(([^)]*)\)\s*{", source)
+    parameters = len(match.group(1).split(","))
+    assert parameters == len(T.SIGNATURES["dsv4_topk_indices_lean"]) == 8 + 1  # the common 8, options
+
+
+def test_the_lean_kernels_fit_one_cta_an_sm_with_their_chunk():
+    pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
+    from kernels_cuda import _loader, build
+    exprs = [f"dsv4_topk_indices_lean<{c}>" for c in T.LEAN_CLUSTERS]
+    _loader_kernels = dict(_loader.KERNELS)
+    try:
+        _loader.KERNELS["topk_indices.cu"] = exprs
+        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    finally:
+        _loader.KERNELS.clear()
+        _loader.KERNELS.update(_loader_kernels)
+    res = build.resources(log, lowered)
+    max_shared = 227 * 1024  # the opt-in limit of a CTA on sm_90
+    for c in T.LEAN_CLUSTERS:
+        r = res[f"dsv4_topk_indices_lean<{c}>"]
+        assert r["registers"] <= 64 and r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (c, r)
+        assert r["smem"] == T.wide_static_shared(c)  # WideShared<c>
+        (_, _, shared, _, _), = T.launches(min(T.LEAN16_ROWS, 132 // c), 8 * T.MAX_CHUNK, True, *H200, lean=c)
+        assert shared + r["smem"] <= max_shared
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf"])
+def test_a_row_split_over_16_ctas_is_written_as_the_k_largest_lowest_column_first(data):
+    # wide_model (the write-out from the peers' histograms, the kept bits of 8 groups as lean<16>
+    # compiles them) on 16 chunks, some of them empty or a few columns long
+    rng = np.random.default_rng(16 + len(data))
+    ran = 0
+    for n, k, phase in [(65536, 512, 0), (65531, 1024, 3), (20011, 512, 1), (600, 512, 2), (70001, 2048, 1)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        out = wide_model(row, n, k, 16, phase, 8)
+        if out is None:
+            continue
+        ran += 1
+        keys = sortable_key(row)
+        best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
+        assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
+    assert ran >= 3
+
+
+def test_the_16_cta_histogram_sum_gives_every_cta_every_bin():
+    # wide_sum<16>: 64 groups a slice, a group's 16 parts in adjacent lanes of one warp
+    cluster = 16
+    rng = np.random.default_rng(cluster)
+    hists = rng.integers(0, 1000, size=(cluster, BINS // 4, 4))
+    groups = BINS // 4 // cluster
+    assert groups * cluster == THREADS and 32 % cluster == 0
+    slices = np.zeros((cluster, groups, 4), np.int64)
+    for rank in range(cluster):
+        parts = np.array([hists[t % cluster, rank * groups + t // cluster] for t in range(THREADS)])
+        for off in [1 << i for i in range(cluster.bit_length() - 1)]:
+            parts = parts + parts[np.arange(THREADS) ^ off]
+            assert all((t ^ off) // 32 == t // 32 for t in range(THREADS))
+        for t in range(0, THREADS, cluster):
+            slices[rank, t // cluster] = parts[t]
+    gathered = np.array([slices[t // groups, t % groups] for t in range(THREADS)])
+    assert (gathered == hists.sum(axis=0)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lean", [8, 16])
+def test_the_lean_kernels_slots_on_the_gpu_are_the_models_and_wide8s(monkeypatch, lean):
+    # every slot, order included, as wide_model places it on `lean` chunks (identity page table), rows
+    # at every 16-byte phase and lengths (a copy, a short row on a few CTAs); at 8 the bits of wide<8>
+    # wherever wide<8> splits the row the same way; reruns bitwise
+    import torch
+    sms, clusters = T._device(torch.cuda.current_device())
+    columns, k = 65537, 512
+    lens = [65537, 65531, 40000, 9000, 512, 300]
+    monkeypatch.setattr(T, "LEAN", lean)
+    generator = torch.Generator(device="cuda").manual_seed(lean)
+    logits = torch.randn(len(lens), columns, generator=generator, device="cuda")
+    logits[1] = torch.round(logits[1] * 40) / 40  # ties
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    page_table = torch.arange(-(-columns // 64), dtype=torch.int32, device="cuda").repeat(len(lens), 1)
+    (kernel, *_), = T._launches_from_env(len(lens), columns, False, sms, clusters, {})
+    assert kernel == (f"dsv4_topk_indices_lean<{lean}>" if lean == 8 else "dsv4_topk_indices_wide<8>")
+    if lean == 16:  # 6 rows are past LEAN16_ROWS: the 16-CTA kernel on the first 4
+        lens, logits, seq_lens, page_table = lens[:4], logits[:4], seq_lens[:4], page_table[:4]
+        (kernel, *_), = T._launches_from_env(len(lens), columns, False, sms, clusters, {})
+        assert kernel == "dsv4_topk_indices_lean<16>"
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64)
+    assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out)
+    out, rows = out.cpu().numpy(), logits.cpu().numpy()
+    modelled = 0
+    for b, n in enumerate(lens):
+        if n <= k:
+            assert out[b].tolist() == list(range(n)) + [-1] * (k - n)
+            continue
+        expected = wide_model(rows[b], n, k, lean, b * columns % 4, 8)
+        if expected is not None:
+            modelled += 1
+            assert np.array_equal(out[b], expected), (b, n)
+    assert modelled >= 3
+    monkeypatch.setattr(T, "LEAN", 0)
+    (kernel, _, _, _, (_, up_to, _, _)), = T._launches_from_env(len(lens), columns, False, sms, clusters, {})
+    assert kernel == "dsv4_topk_indices_wide<8>"
+    wide = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    if lean == 8:  # the rows wide<8> splits in 8 chunks too (65537, 65531, 40000; its bound is 8196)
+        same = [b for b, n in enumerate(lens) if n <= k or (n > up_to and T.row_ctas(n, 8, up_to) == 8)]
+        assert len(same) == 4
+        for b in same:
+            assert np.array_equal(out[b], wide[b]), (b, lens[b])
