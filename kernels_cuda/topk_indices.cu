@@ -1859,7 +1859,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 // steps and their order are wide_select's on the thread's groups t + 1024 i in registers instead of
 // shared memory: no cp.async, no shared key buffer (no dynamic shared memory), no kept bits. The same
 // chunks and the same slot order as wide_select<CLUSTER>: the above keys by CTA, then thread, group
-// and element, the threshold-bin keys ranked in rank 0.
+// and element, the threshold-bin keys ranked in rank 0; the fold's peer reads spread over the CTA.
 template <int CLUSTER, int VECS>
 __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     dsv4_topk_indices_lean_regs(const float* logits, long long columns, const int* seq_lens, const int* page_table,
@@ -1932,23 +1932,32 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     }
     const bool ranked = inside <= FAST_CANDIDATES;
 
-    // the fold (wide_select's): this CTA's runs start after the peers' keys past the threshold bin
-    // and in it, from their coarse histograms
+    // The fold: this CTA's runs start after the peers' keys past the threshold bin and in it, from
+    // their coarse histograms (wide_select's sums), spread over the CTA: 32 / CLUSTER warps a peer,
+    // peer p < rank read by warps p * 32 / CLUSTER .., a 16-byte group of bins a lane from the
+    // threshold bin's up, 4 reads in flight a lane (k 512 of 65536 normal scores: ~240 groups, so
+    // about one round trip at 16 and 8 CTAs). wide_select's threads of the top bins each read the
+    // peers 4 at a time instead: 4 round trips in turn for rank 15 of 16.
     if (coarse) {
+        constexpr int WARPS_A_PEER = TOPK_WARPS / CLUSTER;
+        static_assert(WARPS_A_PEER * CLUSTER == TOPK_WARPS, "whole warps a peer");
         unsigned long long before_here = 0ull;  // above | inside << 32
-        if (rank > 0 && 4 * t + 3 >= (int)bin) {
-            constexpr int READS = WIDE_PEER_READS(CLUSTER);
-            for (int r0 = 0; r0 < rank; r0 += READS) {
-                int4 part[READS];
+        if (warp / WARPS_A_PEER < rank) {
+            constexpr int STRIDE = 32 * WARPS_A_PEER, READS = 4;
+            const int peer = warp / WARPS_A_PEER;
+            for (int g0 = (int)(bin >> 2) + 32 * (warp % WARPS_A_PEER) + lane; g0 < FAST_BINS / 4;
+                 g0 += READS * STRIDE) {
+                int4 part[READS];  // the reads in flight together, then summed
 #pragma unroll
                 for (int j = 0; j < READS; ++j)
-                    part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], r0 + j) : make_int4(0, 0, 0, 0);
+                    part[j] = g0 + j * STRIDE < FAST_BINS / 4 ? load_peer4(&s.hist[4 * (g0 + j * STRIDE)], peer)
+                                                              : make_int4(0, 0, 0, 0);
 #pragma unroll
                 for (int j = 0; j < READS; ++j) {
                     const int count[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const unsigned int bin_e = 4u * t + e;
+                        const unsigned int bin_e = 4u * (g0 + j * STRIDE) + e;
                         if (bin_e > bin) before_here += (unsigned long long)count[e];
                         else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
                     }

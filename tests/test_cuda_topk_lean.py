@@ -132,6 +132,26 @@ def test_a_row_split_over_16_ctas_is_written_as_the_k_largest_lowest_column_firs
     assert ran >= 3
 
 
+@pytest.mark.parametrize("cluster", [2, 8, 16])
+def test_the_registers_forms_fold_reads_every_peer_group_past_the_threshold_once(cluster):
+    # lean_regs' fold, index for index: warps p * 32 / cluster .. of peer p < rank, a lane's groups
+    # g0, g0 + STRIDE, .. (4 a round) from the threshold bin's group up; together every (peer, group)
+    # pair of the sums wide_select's fold makes, each once
+    warps_a_peer = 32 // cluster
+    stride, groups = 32 * warps_a_peer, BINS // 4
+    for rank in range(cluster):
+        for b in (0, 5, 2047, 3150, 4092, 4095):
+            read = []
+            for warp in range(32):
+                peer = warp // warps_a_peer
+                if peer >= rank:
+                    continue
+                for lane in range(32):
+                    for g0 in range(b // 4 + 32 * (warp % warps_a_peer) + lane, groups, 4 * stride):
+                        read += [(peer, g0 + j * stride) for j in range(4) if g0 + j * stride < groups]
+            assert sorted(read) == [(p, g) for p in range(rank) for g in range(b // 4, groups)], (rank, b)
+
+
 def test_the_16_cta_histogram_sum_gives_every_cta_every_bin():
     # wide_sum<16>: 64 groups a slice, a group's 16 parts in adjacent lanes of one warp
     cluster = 16
