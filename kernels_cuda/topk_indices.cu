@@ -1871,8 +1871,26 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
     if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
     pdl_wait();
-    int n;  // coherent: ptxas keeps it after griddepcontrol.wait (see fast_kernel)
+    // seq_len and this CTA's groups of a row as long as the tensor (`columns`, a multiple of 4 here)
+    // issued together: coherent, volatile loads, which ptxas keeps after griddepcontrol.wait and
+    // before the tests on n (as fast_kernel's FAST_EARLY_LOADS), so the row's round trip does not
+    // wait for seq_len's. A seq_len that splits the row in other chunks loads them again below.
+    int n;
     asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    const int width = (int)columns;  // <= CLUSTER x 4096 x VECS (the host's routing)
+    const int width_chunk = ((width + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    const int width_begin = min(width, rank * width_chunk);
+    const int width_m = min(width, width_begin + width_chunk) - width_begin;
+    uint4 q[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int c = 4 * (t + TOPK_THREADS * i);
+        q[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (c < width_m)  // whole float4s: width_m is a multiple of 4
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(q[i].x), "=r"(q[i].y), "=r"(q[i].z), "=r"(q[i].w)
+                         : "l"(logits + (long long)b * columns + width_begin + c));
+    }
     int* const out_row = out + (long long)b * k;
     const int* const table_row = page_table + (long long)b * table_stride;
     if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
@@ -1881,22 +1899,25 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         return;
     }
     // this CTA's columns [begin, begin + m) as wide_select's (a multiple of 4 from a 16-byte aligned
-    // row start, so `begin` is aligned); group i of thread t: columns begin + 4 (t + 1024 i) .. + 3
+    // row start, so `begin` is aligned); group i of thread t: columns begin + 4 (t + 1024 i) .. + 3.
+    // The same chunk as the tensor's (seq_len = columns, or close): the groups loaded above hold these
+    // columns (begin = width_begin where begin < n; past m they are masked to key 0 below).
     const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
     const int begin = min(n, rank * chunk);
     const int m = min(n, begin + chunk) - begin;
-    const float* const src = logits + (long long)b * columns + begin;
-    uint4 q[VECS];
+    if (chunk != width_chunk) {  // the same in every CTA of the cluster (no barrier inside)
+        const float* const src = logits + (long long)b * columns + begin;
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const int c = 4 * (t + TOPK_THREADS * i);
-        q[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (c + 4 <= m) {
-            q[i] = raw_bits(*reinterpret_cast<const float4*>(src + c));
-        } else if (c < m) {  // the row's last vector (seq_len not a multiple of 4)
-            q[i].x = __float_as_uint(src[c]);
-            q[i].y = c + 1 < m ? __float_as_uint(src[c + 1]) : 0u;
-            q[i].z = c + 2 < m ? __float_as_uint(src[c + 2]) : 0u;
+        for (int i = 0; i < VECS; ++i) {
+            const int c = 4 * (t + TOPK_THREADS * i);
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (c + 4 <= m) {
+                q[i] = raw_bits(*reinterpret_cast<const float4*>(src + c));
+            } else if (c < m) {  // the row's last vector (seq_len not a multiple of 4)
+                q[i].x = __float_as_uint(src[c]);
+                q[i].y = c + 1 < m ? __float_as_uint(src[c + 1]) : 0u;
+                q[i].z = c + 2 < m ? __float_as_uint(src[c + 2]) : 0u;
+            }
         }
     }
     prefetch_table(table_row, begin, m, page_size);  // while the row is in flight
