@@ -84,17 +84,12 @@ def test_the_lean_kernels_are_compiled_and_take_the_arguments_they_are_given():
         assert parameters == len(T.SIGNATURES[name]) == 8 + 1  # the common 8, options
 
 
-def test_the_lean_kernels_fit_one_cta_an_sm_with_their_chunk():
+def test_the_lean_kernels_fit_one_cta_an_sm_with_their_chunk(monkeypatch):
     pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
     from kernels_cuda import _loader, build
     exprs = [f"dsv4_topk_indices_lean<{c}>" for c in T.LEAN_CLUSTERS] + T.LEAN_REGS_KERNELS
-    _loader_kernels = dict(_loader.KERNELS)
-    try:
-        _loader.KERNELS["topk_indices.cu"] = exprs
-        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
-    finally:
-        _loader.KERNELS.clear()
-        _loader.KERNELS.update(_loader_kernels)
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
     res = build.resources(log, lowered)
     max_shared = 227 * 1024  # the opt-in limit of a CTA on sm_90
     for c in T.LEAN_CLUSTERS:
