@@ -1816,6 +1816,270 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     wide_select<CLUSTER, CLUSTER>(row, n, rank, out_row, table_row, k, page_size, options, s);
 }
 
+// dsv4_topk_indices_lean<CLUSTER> (opt-in, DSV4_TOPK_LEAN=8 or 16; docs/topk-s10a.md): a few long rows
+// (1 x 65536), every row past k on all CLUSTER CTAs of its cluster. The whole kernel is one copy of
+// wide_select<CLUSTER, CLUSTER> with the default options as constants (the fold, the reduce-scatter):
+// wide<8> carries four (rank 0 alone, 2, 4 and 8 CTAs) and the other options' paths, 14016 SASS
+// instructions for a one-shot chain that misses the instruction cache on its first pass. 16 CTAs
+// (non-portable: the host sets the attribute) halve each CTA's chunk (4096 columns: one 16-byte group
+// a thread). No plan, no solo rows, no skip (the host routes it only where none is asked for); the
+// same selection code as wide<CLUSTER> on the same chunks, so the same bits at 8.
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_lean(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                           long long table_stride, int* out, int k, int page_size, int options) {
+#if __CUDA_ARCH__ >= 900
+    __shared__ WideShared<CLUSTER> s;
+    const int t = threadIdx.x;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
+    pdl_wait();
+    // seq_len by a coherent load, which ptxas keeps after griddepcontrol.wait (see fast_kernel)
+    const int b = blockIdx.y;
+    int n;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    int* out_row = out + (long long)b * k;
+    const int* table_row = page_table + (long long)b * table_stride;
+    if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
+        if (blockIdx.x == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    wide_select<CLUSTER, CLUSTER>(logits + (long long)b * columns, n, (int)blockIdx.x, out_row, table_row, k,
+                                  page_size, WIDE_FOLD, s);
+#else
+    __trap();
+#endif
+}
+
+// dsv4_topk_indices_lean_regs<CLUSTER, VECS> (opt-in; docs/topk-s10a.md): a row on CLUSTER CTAs with
+// each CTA's chunk in registers, VECS 16-byte groups a thread (chunks <= 4096 x VECS columns, rows
+// 16-byte aligned: the host routes it there only). DSV4_TOPK_LEAN=16r / 8r: 1 x 65536 as <16, 1> /
+// <8, 2>; DSV4_TOPK_PAIRS=1: 64 x 16384 as <2, 2> (128 CTAs, a pair a row, instead of fast<4>). The
+// steps and their order are wide_select's on the thread's groups t + 1024 i in registers instead of
+// shared memory: no cp.async, no shared key buffer (no dynamic shared memory), no kept bits. The same
+// chunks and the same slot order as wide_select<CLUSTER>: the above keys by CTA, then thread, group
+// and element, the threshold-bin keys ranked in rank 0; the fold's peer reads spread over the CTA.
+template <int CLUSTER, int VECS>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
+    dsv4_topk_indices_lean_regs(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                                long long table_stride, int* out, int k, int page_size, int options) {
+#if __CUDA_ARCH__ >= 900
+    __shared__ WideShared<CLUSTER> s;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int rank = (int)blockIdx.x, b = (int)blockIdx.y;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
+    pdl_wait();
+    // seq_len and this CTA's groups of a row as long as the tensor (`columns`, a multiple of 4 here)
+    // issued together: coherent, volatile loads, which ptxas keeps after griddepcontrol.wait and
+    // before the tests on n (as fast_kernel's FAST_EARLY_LOADS), so the row's round trip does not
+    // wait for seq_len's. A seq_len that splits the row in other chunks loads them again below.
+    int n;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    const int width = (int)columns;  // <= CLUSTER x 4096 x VECS (the host's routing)
+    const int width_chunk = ((width + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    const int width_begin = min(width, rank * width_chunk);
+    const int width_m = min(width, width_begin + width_chunk) - width_begin;
+    uint4 q[VECS];
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int c = 4 * (t + TOPK_THREADS * i);
+        q[i] = make_uint4(0u, 0u, 0u, 0u);
+        if (c < width_m)  // whole float4s: width_m is a multiple of 4
+            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(q[i].x), "=r"(q[i].y), "=r"(q[i].z), "=r"(q[i].w)
+                         : "l"(logits + (long long)b * columns + width_begin + c));
+    }
+    int* const out_row = out + (long long)b * k;
+    const int* const table_row = page_table + (long long)b * table_stride;
+    if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
+        if (rank == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    // this CTA's columns [begin, begin + m) as wide_select's (a multiple of 4 from a 16-byte aligned
+    // row start, so `begin` is aligned); group i of thread t: columns begin + 4 (t + 1024 i) .. + 3.
+    // The same chunk as the tensor's (seq_len = columns, or close): the groups loaded above hold these
+    // columns (begin = width_begin where begin < n; past m they are masked to key 0 below).
+    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    const int begin = min(n, rank * chunk);
+    const int m = min(n, begin + chunk) - begin;
+    if (chunk != width_chunk) {  // the same in every CTA of the cluster (no barrier inside)
+        const float* const src = logits + (long long)b * columns + begin;
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const int c = 4 * (t + TOPK_THREADS * i);
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (c + 4 <= m) {
+                q[i] = raw_bits(*reinterpret_cast<const float4*>(src + c));
+            } else if (c < m) {  // the row's last vector (seq_len not a multiple of 4)
+                q[i].x = __float_as_uint(src[c]);
+                q[i].y = c + 1 < m ? __float_as_uint(src[c + 1]) : 0u;
+                q[i].z = c + 2 < m ? __float_as_uint(src[c + 2]) : 0u;
+            }
+        }
+    }
+    prefetch_table(table_row, begin, m, page_size);  // while the row is in flight
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) q[i] = keys_before(q[i], 4 * (t + TOPK_THREADS * i), m);  // key 0 past m
+    __syncthreads();  // hist is zeroed
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) count_coarse4<true>(q[i], s.hist);
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
+    fast_threshold(s.row_sum, n, k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    const int above_total = s.s_threshold[1];
+    int inside = s.s_threshold[2];
+    int remaining = k - above_total;
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+    int* const staging = s.row_sum;  // last read before fast_threshold's second barrier
+    const bool coarse = inside <= FAST_CANDIDATES;
+    if (!coarse) {  // heavy ties: the exact radix over the bucket, cluster-wide (as wide_select)
+        while (inside != remaining && hi != lo) {
+            const int digit_shift = radix_shift(lo, hi);
+            wide_barrier<CLUSTER>();
+            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+#pragma unroll
+            for (int i = 0; i < VECS; ++i) count_digit4(q[i], lo, hi - lo, digit_shift, s.hist);
+            wide_barrier<CLUSTER>();
+            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
+            fast_threshold(s.row_sum, inside, remaining, s.warp_sums, s.s_threshold);
+            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+        }
+    }
+    const bool ranked = inside <= FAST_CANDIDATES;
+
+    // The fold: this CTA's runs start after the peers' keys past the threshold bin and in it, from
+    // their coarse histograms (wide_select's sums), spread over the CTA: 32 / CLUSTER warps a peer,
+    // peer p < rank read by warps p * 32 / CLUSTER .., a 16-byte group of bins a lane from the
+    // threshold bin's up, 4 reads in flight a lane (k 512 of 65536 normal scores: ~240 groups, so
+    // about one round trip at 16 and 8 CTAs). wide_select's threads of the top bins each read the
+    // peers 4 at a time instead: 4 round trips in turn for rank 15 of 16.
+    if (coarse) {
+        constexpr int WARPS_A_PEER = TOPK_WARPS / CLUSTER;
+        static_assert(WARPS_A_PEER * CLUSTER == TOPK_WARPS, "whole warps a peer");
+        unsigned long long before_here = 0ull;  // above | inside << 32
+        if (warp / WARPS_A_PEER < rank) {
+            constexpr int STRIDE = 32 * WARPS_A_PEER, READS = 4;
+            const int peer = warp / WARPS_A_PEER;
+            for (int g0 = (int)(bin >> 2) + 32 * (warp % WARPS_A_PEER) + lane; g0 < FAST_BINS / 4;
+                 g0 += READS * STRIDE) {
+                int4 part[READS];  // the reads in flight together, then summed
+#pragma unroll
+                for (int j = 0; j < READS; ++j)
+                    part[j] = g0 + j * STRIDE < FAST_BINS / 4 ? load_peer4(&s.hist[4 * (g0 + j * STRIDE)], peer)
+                                                              : make_int4(0, 0, 0, 0);
+#pragma unroll
+                for (int j = 0; j < READS; ++j) {
+                    const int count[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const unsigned int bin_e = 4u * (g0 + j * STRIDE) + e;
+                        if (bin_e > bin) before_here += (unsigned long long)count[e];
+                        else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        if (lane == 0) s.warp_before[warp] = before_here;
+    }
+
+    // counting: this thread's groups, then its place in the CTA (thread, group, element order)
+    unsigned int mine = 0u;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i)
+        if (any_at_or_above(q[i], lo)) mine += classify4(q[i], lo, hi);
+    unsigned int cta_total;
+    const unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
+    if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
+    int first_above, first_inside;  // keys of the CTAs before this one in the row
+    if (coarse) {
+        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        first_above = (int)(all & 0xffffffffull);
+        first_inside = (int)(all >> 32);
+    } else {  // the radix passes rewrote hist: the CTAs' counts exchanged at a cluster barrier
+        if (t == 0) {
+            s.cta_counts[0] = (int)(cta_total & 0xffffu);
+            s.cta_counts[1] = (int)(cta_total >> 16);
+        }
+        cluster_arrive();
+        cluster_wait();
+        if (t < 32) {
+            int above = 0, in = 0;
+            if (t < rank) {
+                above = load_peer(&s.cta_counts[0], t);
+                in = load_peer(&s.cta_counts[1], t);
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                above += __shfl_xor_sync(0xffffffffu, above, off);
+                in += __shfl_xor_sync(0xffffffffu, in, off);
+            }
+            if (t == 0) {
+                s.s_first[0] = above;
+                s.s_first[1] = in;
+            }
+        }
+        __syncthreads();
+        first_above = s.s_first[0];
+        first_inside = s.s_first[1];
+    }
+    const int cta_above = (int)(cta_total & 0xffffu);
+    if (ranked) {  // above keys to staging, inside keys to rank 0's candidates, in thread order
+        int slot_above = (int)(before & 0xffffu);
+        int slot_inside = first_inside + (int)(before >> 16);
+        if (mine != 0u) {
+#pragma unroll
+            for (int i = 0; i < VECS; ++i)
+                if (any_at_or_above(q[i], lo))
+                    place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
+                           [&](int slot, unsigned int e, int column) {
+                               store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
+                           });
+        }
+        cluster_arrive();  // the candidates are delivered (release); waited for after the write-out
+        __syncthreads();   // staging is complete
+        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
+        cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (rank == 0)
+            rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
+                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
+            });
+        return;
+    }
+    // heavy ties: column order is group i, then thread, then element; one block scan a group (as
+    // wide_select's column-order walk), the first `remaining` inside keys taken
+    cluster_arrive();  // done reading the peers' counts; waited for before exit
+    int above_base = 0, inside_base = first_inside;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        unsigned int step_total;
+        const unsigned int step_before = wide_scan(classify4(q[i], lo, hi), s.warp_sums, &step_total);
+        int slot_above = above_base + (int)(step_before & 0xffffu);
+        int index_inside = inside_base + (int)(step_before >> 16);
+        above_base += (int)(step_total & 0xffffu);
+        inside_base += (int)(step_total >> 16);
+        place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, index_inside,
+               [&](int index, unsigned int, int column) {
+                   if (index < remaining) out_row[k - remaining + index] = mapped_paged(table_row, column, page_size);
+               });
+    }
+    __syncthreads();
+    write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
+    cluster_wait();
+#else
+    __trap();
+#endif
+}
+
 // One CTA a row: two CTAs an SM on Hopper and later (32 registers, no spills there; the host counts
 // on it only where the chunk's shared memory fits twice). Clusters (they spill at 32 registers) and
 // earlier GPUs: one.

@@ -87,6 +87,29 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 SOLO_COLUMNS = 16384
 # the wide kernels' options (bits of their last argument)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
+# DSV4_TOPK_LEAN (read at import; opt-in, 0 = off): a few long rows (1 x 65536) in
+# dsv4_topk_indices_lean<8 or 16>, where the default runs wide<8> in one wave: one copy of the 8-CTA
+# selection (wide<8> carries four, 14016 SASS instructions, for a chain that runs once cold), or 16
+# CTAs a row (a non-portable cluster: chunks of 4096 at 65536). `16r` / `8r`:
+# dsv4_topk_indices_lean_regs<16, 1> / <8, 2>, the row with each CTA's chunk in registers (1 or 2
+# 16-byte groups a thread: aligned rows, chunks <= 4096 x VECS; else lean<16> / lean<8>).
+# docs/topk-s10a.md. Rows: batch x 8 or 16 <= the SMs, and at 16 at most LEAN16_ROWS (a 16-CTA
+# cluster needs 16 free SMs of one GPC).
+LEAN = os.environ.get("DSV4_TOPK_LEAN", "0")
+LEAN_CLUSTERS = (8, 16)
+LEAN16_ROWS = 4
+LEAN_REGS = {"16r": (16, 1), "8r": (8, 2)}  # cluster, 16-byte groups a thread
+# DSV4_TOPK_PAIRS=1 (read at import; opt-in): a narrow aligned tensor of 8193..16384 columns whose
+# rows fit one wave of pairs (64 x 16384: 128 CTAs) runs dsv4_topk_indices_lean_regs<2, 2> (a 2-CTA
+# cluster a row, 8192 columns in registers a CTA) instead of fast<4> (one CTA, 16384 a row).
+PAIRS = os.environ.get("DSV4_TOPK_PAIRS", "0") == "1"
+NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
+# Their name expressions, exported from here while they are opt-in (this branch leaves _loader.py as
+# it is; the package imports this module before anything compiles): move to _loader.KERNELS on merge.
+LEAN_REGS_KERNELS = [f"dsv4_topk_indices_lean_regs<{c}, {v}>" for c, v in [*LEAN_REGS.values(), (2, 2)]]
+for _expr in [f"dsv4_topk_indices_lean<{c}>" for c in LEAN_CLUSTERS] + LEAN_REGS_KERNELS:
+    if _expr not in _loader.KERNELS["topk_indices.cu"]:
+        _loader.KERNELS["topk_indices.cu"].append(_expr)
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole).
@@ -104,7 +127,9 @@ _SKIP = (*_PARAMS, "i32 skip_up_to")
 SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "dsv4_topk_indices_regs": _PARAMS,
               "dsv4_topk_indices_fast": (*_PARAMS, "i32 pdl"), "dsv4_topk_indices_half": (*_PARAMS, "i32 pdl"),
               "dsv4_topk_indices_wide1": (*_SKIP, "i32 solo_up_to", "i32 options"),
-              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work")}
+              "dsv4_topk_indices_wide": (*_SKIP, "i32 solo_up_to", "i32 options", "ptr work"),
+              "dsv4_topk_indices_lean": (*_PARAMS, "i32 options"),
+              "dsv4_topk_indices_lean_regs": (*_PARAMS, "i32 options")}
 SIGNATURES["dsv4_topk_indices_wide16"] = SIGNATURES["dsv4_topk_indices_wide"]
 
 # DSV4_TOPK_LONG=wide16 (opt-in, read at each call as DSV4_TOPK_EARLY): a cluster launch of 8 CTAs a row
@@ -196,6 +221,19 @@ def _two_per_sm(kernel, device):
 _attributes_set = set()  # kernel pointers _two_per_sm has set up
 
 
+def _non_portable(kernel, device):
+    """A 16-CTA cluster kernel (lean<16>, lean_regs<16, 1>) opts in to the non-portable cluster size;
+    once per kernel."""
+    fn = _loader.kernel("topk_indices.cu", kernel, device)
+    if fn.ptr not in _non_portable_set:
+        from cupy_backends.cuda.api import driver
+        driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        _non_portable_set.add(fn.ptr)
+
+
+_non_portable_set = set()  # kernel pointers _non_portable has set up
+
+
 def row_ctas(n, cluster, up_to):
     """CTAs of a row of seq_len n past `up_to` in a WIDE_GROUPS launch of `cluster` CTAs (row_ctas in
     topk_indices.cu): the fewest, a power of two from 2 up to cluster, whose chunks are <= up_to."""
@@ -215,8 +253,23 @@ def groups_up_to(batch, columns, cluster, sms, clusters):
     return MAX_CHUNK if cluster == fewest and batch * cluster > sms else chunk_columns(columns, cluster)
 
 
+def lean_launch(batch, columns, aligned, sms, lean, early):
+    """The lean kernel's launch for `batch` rows of `columns` that the default would give one wave of
+    wide<8>, or None: lean (DSV4_TOPK_LEAN) "8" or "16" CTAs a row, one wave of them (and at 16 at most
+    LEAN16_ROWS rows), "16r" / "8r" the registers' form where its chunk fits (aligned rows), else as
+    "16" / "8"; early: DSV4_TOPK_EARLY (WIDE_EARLY; the grid is one wave)."""
+    cluster, vecs = LEAN_REGS.get(lean, (int(lean) if lean in ("8", "16") else 0, 0))
+    if cluster not in LEAN_CLUSTERS or batch * cluster > sms or (cluster == 16 and batch > LEAN16_ROWS):
+        return None
+    options = (WIDE_EARLY if early else 0,)
+    if vecs and aligned and chunk_columns(columns, cluster) <= 4 * THREADS * vecs:
+        return f"dsv4_topk_indices_lean_regs<{cluster}, {vecs}>", (cluster, batch), 0, True, options
+    shared = 4 * (chunk_columns(columns, cluster) + 4)
+    return f"dsv4_topk_indices_lean<{cluster}>", (cluster, batch), shared, True, options
+
+
 def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_COLUMNS, fold=True, direct_sum=False,
-             groups=True, groups_bound=0, early=False, long=""):
+             groups=True, groups_bound=0, early=False, lean="0", pairs=False, long=""):
     """The kernels one call runs, in order: [(kernel, grid, shared memory bytes, pdl, extra)], extra
     being the arguments after the common ones: (pdl,) for the fast kernel, (skip_up_to, solo_up_to,
     options) for the wide kernels (WIDE_FOLD | WIDE_DIRECT_SUM), (skip_up_to,) for the cluster
@@ -227,9 +280,15 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
     sized by their length in the 4- and 8-CTA kernels, WIDE_GROUPS, needs solo rows on; groups_bound:
     the groups' bound in columns instead of groups_up_to's, at most MAX_CHUNK, 0 = groups_up_to's;
     early, opt-in: a one-wave cluster launch, made with PDL, lets the next kernel be scheduled at its
-    start, WIDE_EARLY); long: DSV4_TOPK_LONG (`wide16`, `wide16-prefetch`: wide16_launch where it applies)."""
+    start, WIDE_EARLY); lean, DSV4_TOPK_LEAN (opt-in, "0" off): the default's one wave of wide<8> runs
+    lean_launch's kernel instead where that gives one; pairs, DSV4_TOPK_PAIRS (opt-in): one wave of
+    narrow rows of 8193..16384 columns on lean_regs<2, 2> instead of fast<4>; long: DSV4_TOPK_LONG (`wide16`,
+    `wide16-prefetch`: wide16_launch where it applies)."""
     narrow = columns <= FAST_COLUMNS
     runs, skip_up_to = [], -1
+    if (pairs and aligned and choice == "fast" and FAST_COLUMNS // 2 < columns <= FAST_COLUMNS
+            and 2 * batch <= sms and len(clusters) > 1):  # DSV4_TOPK_PAIRS (opt-in): a pair a row, one wave
+        return [("dsv4_topk_indices_lean_regs<2, 2>", (2, batch), 0, True, (0,))]
     if aligned and ((choice == "fast" and narrow) or choice == "split"):
         # Up to FAST_COLUMNS wide: every row here. Wider (split only): rows of seq_len <= FAST_COLUMNS
         # here and the rest in the wide kernel launched next (both read seq_lens on the device, so a
@@ -247,6 +306,10 @@ def launches(batch, columns, aligned, sms, clusters, choice="fast", solo=SOLO_CO
         kernel = "dsv4_topk_indices" if cluster == 1 else f"dsv4_topk_indices_cluster<{cluster}>"
         return runs + [(kernel, (cluster, batch), 4 * (chunk_columns(columns, cluster) + 4), False, (skip_up_to,))]
     cluster = cluster_size(batch, columns, sms, clusters)
+    if lean != "0" and choice == "fast" and cluster == 8 and batch * cluster <= sms and solo > 0 and groups:
+        run = lean_launch(batch, columns, aligned, sms, lean, early)  # the default's wide<8>, one wave (opt-in)
+        if run is not None:
+            return runs + [run]
     chunk = chunk_columns(columns, cluster)
     shared = 4 * (chunk + 4)  # keys + up to 3 words of alignment shift
     # the fast kernel's selection on the cluster kernel's chunks; rank 0 alone on rows up to solo_up_to
@@ -342,7 +405,8 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "1") != "0",
                     groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
-                    early=env.get("DSV4_TOPK_EARLY", "0") == "1", long=env.get("DSV4_TOPK_LONG", ""))
+                    early=env.get("DSV4_TOPK_EARLY", "0") == "1", lean=LEAN, pairs=PAIRS,
+                    long=env.get("DSV4_TOPK_LONG", ""))
 
 
 def plan_route(lens, k, sms, clusters, env=os.environ):
@@ -410,6 +474,8 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
                 _opt_in(kernel, shared, logits.device)
             if kernel == "dsv4_topk_indices_wide1" or kernel.startswith("dsv4_topk_indices_wide16<"):
                 _two_per_sm(kernel, logits.device)
+            if kernel in ("dsv4_topk_indices_lean<16>", "dsv4_topk_indices_lean_regs<16, 1>"):
+                _non_portable(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
     return out

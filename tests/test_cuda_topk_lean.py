@@ -1,0 +1,257 @@
+"""The lean top-k kernels (dsv4_topk_indices_lean<8 | 16>, opt-in DSV4_TOPK_LEAN) and the registers'
+form (lean_regs<16, 1> / <8, 2>, DSV4_TOPK_LEAN=16r / 8r; lean_regs<2, 2>, DSV4_TOPK_PAIRS=1),
+docs/topk-s10a.md: where the host routes them, that they compile to what it counts on, the 16-CTA
+split in the numpy model of the wide kernel's write-out, and on the GPU their slots against that
+model and the kernels they stand in for."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from test_cuda_topk import H200, THREADS, BINS, wide_model, sortable_key
+
+T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
+
+
+def test_the_lean_kernels_take_one_wave_of_few_long_rows_only_where_asked():
+    for lean in (8, 16):
+        for early in (False, True):
+            (kernel, grid, shared, pdl, extra), = T.launches(1, 65536, True, *H200, lean=str(lean), early=early)
+            assert kernel == f"dsv4_topk_indices_lean<{lean}>" and grid == (lean, 1) and pdl
+            assert shared == 4 * (65536 // lean + 4) and extra == (T.WIDE_EARLY * early,)
+        # unaligned rows too (the chunk's shift is the selection's own)
+        (kernel, grid, shared, _, _), = T.launches(2, 70001, False, *H200, lean=str(lean))
+        assert kernel == f"dsv4_topk_indices_lean<{lean}>" and shared == 4 * (T.chunk_columns(70001, lean) + 4)
+    # 16r / 8r: the registers' form where each CTA's chunk is 1 / 2 groups a thread of an aligned row,
+    # else lean<16> / lean<8>
+    for lean, cluster, vecs in [("16r", 16, 1), ("8r", 8, 2)]:
+        for early in (False, True):
+            (kernel, grid, shared, pdl, extra), = T.launches(1, 65536, True, *H200, lean=lean, early=early)
+            assert (kernel, grid, shared, pdl, extra) == (f"dsv4_topk_indices_lean_regs<{cluster}, {vecs}>",
+                                                          (cluster, 1), 0, True, (T.WIDE_EARLY * early,))
+        assert T.launches(1, 65536, False, *H200, lean=lean) == T.launches(1, 65536, False, *H200, lean=lean[:-1])
+        assert T.launches(1, 65540, True, *H200, lean=lean) == T.launches(1, 65540, True, *H200, lean=lean[:-1])
+        assert T.chunk_columns(65536, cluster) == 4 * 1024 * vecs < T.chunk_columns(65540, cluster)
+    # 16 CTAs a row for up to LEAN16_ROWS rows, 8 while the grid is one wave; wide<8> past that
+    assert T.launches(4, 65536, True, *H200, lean="16")[0][0] == "dsv4_topk_indices_lean<16>"
+    assert T.launches(4, 65536, True, *H200, lean="16r")[0][0] == "dsv4_topk_indices_lean_regs<16, 1>"
+    assert T.launches(5, 65536, True, *H200, lean="16")[0][0] == "dsv4_topk_indices_wide<8>"
+    assert T.launches(5, 65536, True, *H200, lean="16r")[0][0] == "dsv4_topk_indices_wide<8>"
+    assert T.launches(16, 65536, True, *H200, lean="8")[0][0] == "dsv4_topk_indices_lean<8>"
+    assert T.launches(17, 65536, True, *H200, lean="8") == T.launches(17, 65536, True, *H200)  # wide<4>
+    # every other shape and switch keeps its launch: not wide<8>, more than a wave, the A/B switches
+    for batch, columns, kw in [(64, 262144, {}), (64, 65536, {}), (64, 16384, {}), (1, 16384, {}),
+                               (1, 65536, {"choice": "split"}), (1, 65536, {"choice": "wide"}),
+                               (1, 65536, {"solo": 0}), (1, 65536, {"groups": False}), (1, 20000, {})]:
+        for lean in ("8", "16", "16r", "8r", "12"):  # (12: not a lean kernel)
+            assert T.launches(batch, columns, True, *H200, lean=lean, **kw) == T.launches(batch, columns, True, *H200,
+                                                                                          **kw), (batch, columns, kw)
+    assert T.launches(1, 65536, True, *H200, lean="12") == T.launches(1, 65536, True, *H200)
+    # no clusters (A100): never
+    assert T.launches(1, 40000, True, 108, (1,), lean="16r") == T.launches(1, 40000, True, 108, (1,))
+
+
+def test_pairs_take_one_wave_of_narrow_rows_of_8193_to_16384_columns_only_where_asked():
+    for batch, columns in [(64, 16384), (66, 8196), (1, 12000)]:
+        assert T.launches(batch, columns, True, *H200, pairs=True) == [
+            ("dsv4_topk_indices_lean_regs<2, 2>", (2, batch), 0, True, (0,))]
+    # not past one wave of pairs, not 8192 columns or fewer (fast<2>, fast<1>), not unaligned or wider
+    # tensors, not other choices, not without clusters
+    for batch, columns, aligned, kw in [(67, 16384, True, {}), (256, 16384, True, {}), (64, 8192, True, {}),
+                                        (64, 16384, False, {}), (64, 16388, True, {}), (1, 65536, True, {}),
+                                        (64, 16384, True, {"choice": "wide"}), (64, 16384, True, {"choice": "split"})]:
+        assert T.launches(batch, columns, aligned, *H200, pairs=True, **kw) == T.launches(batch, columns, aligned,
+                                                                                          *H200, **kw)
+    assert T.launches(64, 16384, True, 108, (1,), pairs=True) == T.launches(64, 16384, True, 108, (1,))
+    # the plan never packs them (no cluster launch of the wide kernel)
+    assert T.plan_route([16384] * 64, 512, *H200) is None
+
+
+def test_the_lean_kernels_are_compiled_and_take_the_arguments_they_are_given():
+    import re
+    from pathlib import Path
+
+    from kernels_cuda import _loader
+    exprs = {f"dsv4_topk_indices_lean<{c}>" for c in T.LEAN_CLUSTERS} | set(T.LEAN_REGS_KERNELS)
+    assert {"dsv4_topk_indices_lean_regs<16, 1>", "dsv4_topk_indices_lean_regs<8, 2>",
+            "dsv4_topk_indices_lean_regs<2, 2>"} == set(T.LEAN_REGS_KERNELS)
+    assert exprs <= set(_loader.KERNELS["topk_indices.cu"])
+    source = (Path(T.__file__).parent / "topk_indices.cu").read_text()
+    for name in ("dsv4_topk_indices_lean", "dsv4_topk_indices_lean_regs"):
+        match = re.search(rf"\b{name}\(([^)]*)\)\s*{{", source)
+        parameters = len(match.group(1).split(","))
+        assert parameters == len(T.SIGNATURES[name]) == 8 + 1  # the common 8, options
+
+
+def test_the_lean_kernels_fit_one_cta_an_sm_with_their_chunk(monkeypatch):
+    pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
+    from kernels_cuda import _loader, build
+    exprs = [f"dsv4_topk_indices_lean<{c}>" for c in T.LEAN_CLUSTERS] + T.LEAN_REGS_KERNELS
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)
+    max_shared = 227 * 1024  # the opt-in limit of a CTA on sm_90
+    for c in T.LEAN_CLUSTERS:
+        r = res[f"dsv4_topk_indices_lean<{c}>"]
+        assert r["registers"] <= 64 and r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (c, r)
+        assert r["smem"] == T.wide_static_shared(c)  # WideShared<c>
+        (_, _, shared, _, _), = T.launches(min(T.LEAN16_ROWS, 132 // c), 8 * T.MAX_CHUNK, True, *H200, lean=str(c))
+        assert shared + r["smem"] <= max_shared
+    for c, v in [(16, 1), (8, 2), (2, 2)]:  # no dynamic shared memory: the chunk is in registers
+        r = res[f"dsv4_topk_indices_lean_regs<{c}, {v}>"]
+        assert r["registers"] <= 64 and r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (c, v, r)
+        assert r["smem"] == T.wide_static_shared(c)
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf"])
+def test_a_row_split_over_16_ctas_is_written_as_the_k_largest_lowest_column_first(data):
+    # wide_model (the write-out from the peers' histograms, the kept bits of 8 groups as lean<16>
+    # compiles them) on 16 chunks, some of them empty or a few columns long
+    rng = np.random.default_rng(16 + len(data))
+    ran = 0
+    for n, k, phase in [(65536, 512, 0), (65531, 1024, 3), (20011, 512, 1), (600, 512, 2), (70001, 2048, 1)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        out = wide_model(row, n, k, 16, phase, 8)
+        if out is None:
+            continue
+        ran += 1
+        keys = sortable_key(row)
+        best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
+        assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
+    assert ran >= 3
+
+
+@pytest.mark.parametrize("cluster", [2, 8, 16])
+def test_the_registers_forms_fold_reads_every_peer_group_past_the_threshold_once(cluster):
+    # lean_regs' fold, index for index: warps p * 32 / cluster .. of peer p < rank, a lane's groups
+    # g0, g0 + STRIDE, .. (4 a round) from the threshold bin's group up; together every (peer, group)
+    # pair of the sums wide_select's fold makes, each once
+    warps_a_peer = 32 // cluster
+    stride, groups = 32 * warps_a_peer, BINS // 4
+    for rank in range(cluster):
+        for b in (0, 5, 2047, 3150, 4092, 4095):
+            read = []
+            for warp in range(32):
+                peer = warp // warps_a_peer
+                if peer >= rank:
+                    continue
+                for lane in range(32):
+                    for g0 in range(b // 4 + 32 * (warp % warps_a_peer) + lane, groups, 4 * stride):
+                        read += [(peer, g0 + j * stride) for j in range(4) if g0 + j * stride < groups]
+            assert sorted(read) == [(p, g) for p in range(rank) for g in range(b // 4, groups)], (rank, b)
+
+
+def test_the_16_cta_histogram_sum_gives_every_cta_every_bin():
+    # wide_sum<16>: 64 groups a slice, a group's 16 parts in adjacent lanes of one warp
+    cluster = 16
+    rng = np.random.default_rng(cluster)
+    hists = rng.integers(0, 1000, size=(cluster, BINS // 4, 4))
+    groups = BINS // 4 // cluster
+    assert groups * cluster == THREADS and 32 % cluster == 0
+    slices = np.zeros((cluster, groups, 4), np.int64)
+    for rank in range(cluster):
+        parts = np.array([hists[t % cluster, rank * groups + t // cluster] for t in range(THREADS)])
+        for off in [1 << i for i in range(cluster.bit_length() - 1)]:
+            parts = parts + parts[np.arange(THREADS) ^ off]
+            assert all((t ^ off) // 32 == t // 32 for t in range(THREADS))
+        for t in range(0, THREADS, cluster):
+            slices[rank, t // cluster] = parts[t]
+    gathered = np.array([slices[t // groups, t % groups] for t in range(THREADS)])
+    assert (gathered == hists.sum(axis=0)).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lean", ["8", "16", "16r", "8r"])
+def test_the_lean_kernels_slots_on_the_gpu_are_the_models_and_the_others(monkeypatch, lean):
+    # every slot, order included, as wide_model places it on 8 or 16 chunks (identity page table):
+    # rows at every 16-byte phase (8, 16: 65537 columns) or aligned (16r, 8r: 65536), a row ending
+    # mid-group, ties, a copy, short rows whose chunks leave CTAs empty; reruns bitwise; 16r / 8r the
+    # bits of lean<16> / lean<8>, lean<8> those of wide<8> on the rows wide<8> also splits in 8
+    import torch
+    sms, clusters = T._device(torch.cuda.current_device())
+    cluster, k = (8 if lean in ("8", "8r") else 16), 512
+    columns = 65536 if lean.endswith("r") else 65537
+    lens = [columns, columns - 5, 40000, 9000, 512, 300][:6 if cluster == 8 else T.LEAN16_ROWS]
+    lens[-1] = 300 if cluster == 8 else 512  # (16: 4 rows, the last a copy)
+    generator = torch.Generator(device="cuda").manual_seed(cluster)
+    logits = torch.randn(len(lens), columns, generator=generator, device="cuda")
+    logits[1] = torch.round(logits[1] * 40) / 40  # ties
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    page_table = torch.arange(-(-columns // 64), dtype=torch.int32, device="cuda").repeat(len(lens), 1)
+    aligned = columns % 4 == 0 and logits.data_ptr() % 16 == 0
+
+    def run(setting):
+        monkeypatch.setattr(T, "LEAN", setting)
+        (kernel, *_), = T._launches_from_env(len(lens), columns, aligned, sms, clusters, {})
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out), kernel
+        return kernel, out.cpu().numpy()
+
+    kernel, out = run(lean)
+    assert kernel == {"8": "dsv4_topk_indices_lean<8>", "16": "dsv4_topk_indices_lean<16>",
+                      "16r": "dsv4_topk_indices_lean_regs<16, 1>", "8r": "dsv4_topk_indices_lean_regs<8, 2>"}[lean]
+    rows = logits.cpu().numpy()
+    modelled = 0
+    for b, n in enumerate(lens):
+        if n <= k:
+            assert out[b].tolist() == list(range(n)) + [-1] * (k - n)
+            continue
+        expected = wide_model(rows[b], n, k, cluster, b * columns % 4, 8)
+        if expected is not None:
+            modelled += 1
+            assert np.array_equal(out[b], expected), (b, n)
+    assert modelled >= 2
+    if lean.endswith("r"):  # the registers' form writes the bits of lean<cluster>
+        assert np.array_equal(run(lean[:-1])[1], out)
+    if lean == "8":  # wide<8>'s bound here is 8196 columns: rows past 4 x 8196 take all 8 of its CTAs
+        kernel, wide = run("0")
+        (_, _, _, _, (_, up_to, _, _)), = T._launches_from_env(len(lens), columns, aligned, sms, clusters, {})
+        assert kernel == "dsv4_topk_indices_wide<8>"
+        same = [b for b, n in enumerate(lens) if n <= k or (n > up_to and T.row_ctas(n, 8, up_to) == 8)]
+        assert len(same) == 5  # 65537, 65532, 40000 and the two copies (9000 takes 2 CTAs there)
+        for b in same:
+            assert np.array_equal(out[b], wide[b]), (b, lens[b])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [512, 2048])
+def test_pairs_on_the_gpu_write_the_models_slots(monkeypatch, k):
+    # lean_regs<2, 2> (DSV4_TOPK_PAIRS) on 64 x 16384: every slot, order included, as wide_model on 2
+    # chunks (identity page table), rows ending mid-group and short, ties; reruns bitwise; the same
+    # set as fast<4> (its slots' order is its own)
+    import torch
+    sms, clusters = T._device(torch.cuda.current_device())
+    columns, batch = 16384, 64
+    generator = torch.Generator(device="cuda").manual_seed(k)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    logits[3] = torch.round(logits[3] * 40) / 40  # ties
+    lens = [columns] * batch
+    lens[1], lens[2], lens[4], lens[5] = columns - 5, 9000, k, 700
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    page_table = torch.arange(columns // 64, dtype=torch.int32, device="cuda").repeat(batch, 1)
+    monkeypatch.setattr(T, "PAIRS", True)
+    (kernel, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
+    assert kernel == "dsv4_topk_indices_lean_regs<2, 2>"
+    out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64)
+    assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out)
+    out, rows = out.cpu().numpy(), logits.cpu().numpy()
+    modelled = 0
+    for b in range(8):
+        n = lens[b]
+        if n <= k:
+            assert out[b].tolist() == list(range(n)) + [-1] * (k - n)
+            continue
+        expected = wide_model(rows[b], n, k, 2, 0, 2)
+        if expected is not None:
+            modelled += 1
+            assert np.array_equal(out[b], expected), (b, n)
+    assert modelled >= 4
+    monkeypatch.setattr(T, "PAIRS", False)
+    fast = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
+    assert (np.sort(fast, axis=1) == np.sort(out, axis=1)).all()
