@@ -87,29 +87,26 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 SOLO_COLUMNS = 16384
 # the wide kernels' options (bits of their last argument)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
-# DSV4_TOPK_LEAN (read at import; opt-in, 0 = off): a few long rows (1 x 65536) in
+# DSV4_TOPK_LEAN (read at import; default 8r, 0 = off: wide<8> as before): a few long rows (1 x 65536) in
 # dsv4_topk_indices_lean<8 or 16>, where the default runs wide<8> in one wave: one copy of the 8-CTA
 # selection (wide<8> carries four, 14016 SASS instructions, for a chain that runs once cold), or 16
 # CTAs a row (a non-portable cluster: chunks of 4096 at 65536). `16r` / `8r`:
 # dsv4_topk_indices_lean_regs<16, 1> / <8, 2>, the row with each CTA's chunk in registers (1 or 2
 # 16-byte groups a thread: aligned rows, chunks <= 4096 x VECS; else lean<16> / lean<8>).
 # docs/topk-s10a.md. Rows: batch x 8 or 16 <= the SMs, and at 16 at most LEAN16_ROWS (a 16-CTA
-# cluster needs 16 free SMs of one GPC).
-LEAN = os.environ.get("DSV4_TOPK_LEAN", "0")
+# cluster needs 16 free SMs of one GPC). On the H200 (session 10, call 2; 1 x 65536 k 512 / k 1024, us):
+# wide<8> 9.7 / 10.3, lean 8 9.3 / 9.8, 16 11.0 / 11.4, 16r 9.1 / 9.5, 8r 8.7 / 9.3: 8r is the default.
+LEAN = os.environ.get("DSV4_TOPK_LEAN", "8r")
 LEAN_CLUSTERS = (8, 16)
 LEAN16_ROWS = 4
 LEAN_REGS = {"16r": (16, 1), "8r": (8, 2)}  # cluster, 16-byte groups a thread
+# the lean_regs instantiations (_loader.KERNELS compiles them): LEAN_REGS's and PAIRS's <2, 2>
+LEAN_REGS_KERNELS = [f"dsv4_topk_indices_lean_regs<{c}, {v}>" for c, v in [*LEAN_REGS.values(), (2, 2)]]
 # DSV4_TOPK_PAIRS=1 (read at import; opt-in): a narrow aligned tensor of 8193..16384 columns whose
 # rows fit one wave of pairs (64 x 16384: 128 CTAs) runs dsv4_topk_indices_lean_regs<2, 2> (a 2-CTA
 # cluster a row, 8192 columns in registers a CTA) instead of fast<4> (one CTA, 16384 a row).
 PAIRS = os.environ.get("DSV4_TOPK_PAIRS", "0") == "1"
 NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (cuda.h)
-# Their name expressions, exported from here while they are opt-in (this branch leaves _loader.py as
-# it is; the package imports this module before anything compiles): move to _loader.KERNELS on merge.
-LEAN_REGS_KERNELS = [f"dsv4_topk_indices_lean_regs<{c}, {v}>" for c, v in [*LEAN_REGS.values(), (2, 2)]]
-for _expr in [f"dsv4_topk_indices_lean<{c}>" for c in LEAN_CLUSTERS] + LEAN_REGS_KERNELS:
-    if _expr not in _loader.KERNELS["topk_indices.cu"]:
-        _loader.KERNELS["topk_indices.cu"].append(_expr)
 # Groups of 4 columns a thread whose keys' bits the wide kernel's counting walk keeps for its placing
 # walk, by cluster size: wide1 4 (one register at its 32), the one-CTA-an-SM clusters 8 (two of their
 # 64: chunks of 32768 whole).
@@ -144,10 +141,6 @@ WIDE16_PREFETCH = 16
 DEFINES.update(WIDE16_CHUNK=WIDE16_CHUNK, WIDE16_PREFETCH=WIDE16_PREFETCH)
 WIDE16_CTAS_PER_SM = 2
 LONG_MIN_COLUMNS = 131072
-# its instantiation, registered with the loader here while the kernel is opt-in (the loader's KERNELS
-# list is outside this change; on merge it belongs there beside the wide kernels)
-if "dsv4_topk_indices_wide16<8>" not in _loader.KERNELS["topk_indices.cu"]:
-    _loader.KERNELS["topk_indices.cu"].append("dsv4_topk_indices_wide16<8>")
 
 
 def chunk_columns(columns, cluster):

@@ -228,14 +228,15 @@ def test_fp8_attention_launches_what_its_kernels_declare(monkeypatch, kernel):
 @pytest.mark.parametrize("choice, seq_lens, columns, sms, first", [
     ("fast", [300, 5000], 8192, 132, "fast<2>"), ("fast", [300, 5000, 16000], 16384, 2, "half<4>"),
     ("fast", [300, 20000, 30000], 32768, 2, "wide1"),
-    ("fast", [70000, 9000], 70000, 132, "wide<"), ("fast", [262144, 9000], 262144, 132, "wide<8>"),
+    ("fast", [70000, 9000], 70000, 132, "lean<8>"), ("fast", [65536, 9000], 65536, 132, "lean_regs<8, 2>"),
+    ("fast", [70000] * 20 + [9000], 70000, 132, "wide<"), ("fast", [262144] * 17, 262144, 132, "wide<8>"),
     ("split", [70000, 9000], 70000, 132, "fast<4>"),
     ("cluster", [70000, 300], 70000, 132, "cluster<"),
     ("v2", [5000, 300], 5000, 132, "regs<2>")], ids=lambda x: str(x))
 def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, columns, sms, first):
     # the real wrapper on CPU tensors up to the launch: each kernel the routing picks (fast, half past
-    # one wave of fast, wide1, wide clusters up to 8, split's two launches, cluster, v2) passes the
-    # signature check
+    # one wave of fast, wide1, one wave of 8-CTA rows on the lean kernels (DSV4_TOPK_LEAN's default 8r),
+    # more on wide<8>, split's two launches, cluster, v2) passes the signature check
     import torch
 
     from harness import inputs
@@ -324,6 +325,9 @@ def test_topk_plan_is_not_used_where_the_logits_width_gives_another_launch(monke
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     x = inputs.topk_inputs(seq_lens=[70000, 300, 5000, 600], columns=262144, k=512, page_size=64, seed=6)
+    # one wave of 8-CTA rows runs the lean kernels by default, which take no plan
+    assert topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)["launch"] is None
+    monkeypatch.setattr(topk, "LEAN", "0")  # wide<8>, the plan's kernel
     plan = topk.topk_indices_plan(*x.args[1:], k=512, page_size=64)
     assert plan["launch"] == (8, 8752) and plan["places"] == 2  # 70000 alone, the three short rows packed
     x.call(topk.topk_indices, validate=False, plan=plan)
