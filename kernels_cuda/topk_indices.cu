@@ -1487,6 +1487,59 @@ struct __align__(16) WideShared {
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
 
+// A peer's counts of bins first_bin .. first_bin + 3 added to before_here: bins past the threshold
+// bin (keys above the bucket) to the low word, the threshold bin (inside) to the high word.
+__device__ __forceinline__ void add_before(int4 part, unsigned int first_bin, unsigned int bin,
+                                           unsigned long long& before_here) {
+    const int count[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const unsigned int bin_e = first_bin + e;
+        if (bin_e > bin) before_here += (unsigned long long)count[e];
+        else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
+    }
+}
+
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// The keys above the bucket and inside it of the CTAs before this one (cluster ranks base ..
+// base + rank - 1), from their packed totals exchanged at a cluster barrier (after the radix passes
+// rewrote hist, or without the fold).
+template <int SMEM>
+__device__ __forceinline__ void wide_counts_before(WideShared<SMEM>& s, unsigned int cta_total, int rank, int base,
+                                                   int& first_above, int& first_inside) {
+    const int t = threadIdx.x;
+    if (t == 0) {
+        s.cta_counts[0] = (int)(cta_total & 0xffffu);
+        s.cta_counts[1] = (int)(cta_total >> 16);
+    }
+    cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+    cluster_wait();
+    if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
+        int above = 0, in = 0;
+        if (t < rank) {
+            above = load_peer(&s.cta_counts[0], base + t);
+            in = load_peer(&s.cta_counts[1], base + t);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            above += __shfl_xor_sync(0xffffffffu, above, off);
+            in += __shfl_xor_sync(0xffffffffu, in, off);
+        }
+        if (t == 0) {
+            s.s_first[0] = above;
+            s.s_first[1] = in;
+        }
+    }
+    __syncthreads();
+    first_above = s.s_first[0];
+    first_inside = s.s_first[1];
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1588,19 +1641,10 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
                 for (int j = 0; j < READS; ++j)
                     part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], base + r0 + j) : make_int4(0, 0, 0, 0);
 #pragma unroll
-                for (int j = 0; j < READS; ++j) {
-                    const int c[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const unsigned int b = 4u * t + e;
-                        if (b > bin) before_here += (unsigned long long)c[e];
-                        else if (b == bin) before_here += (unsigned long long)c[e] << 32;
-                    }
-                }
+                for (int j = 0; j < READS; ++j) add_before(part[j], 4u * t, bin, before_here);
             }
         }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        before_here = warp_sum_u64(before_here);
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
@@ -1632,37 +1676,11 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     if (!ranked) __syncthreads();
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
     if (from_hists) {
-        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        const unsigned long long all = warp_sum_u64(s.warp_before[lane]);  // written before block_scan_packed's barrier
         first_above = (int)(all & 0xffffffffull);
         first_inside = (int)(all >> 32);
     } else if (CLUSTER > 1) {
-        if (t == 0) {
-            s.cta_counts[0] = (int)(cta_total & 0xffffu);
-            s.cta_counts[1] = (int)(cta_total >> 16);
-        }
-        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
-        cluster_wait();
-        if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
-            int above = 0, in = 0;
-            if (t < rank) {
-                above = load_peer(&s.cta_counts[0], base + t);
-                in = load_peer(&s.cta_counts[1], base + t);
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (t == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        wide_counts_before(s, cta_total, rank, base, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
 
@@ -1974,19 +1992,10 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                     part[j] = g0 + j * STRIDE < FAST_BINS / 4 ? load_peer4(&s.hist[4 * (g0 + j * STRIDE)], peer)
                                                               : make_int4(0, 0, 0, 0);
 #pragma unroll
-                for (int j = 0; j < READS; ++j) {
-                    const int count[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const unsigned int bin_e = 4u * (g0 + j * STRIDE) + e;
-                        if (bin_e > bin) before_here += (unsigned long long)count[e];
-                        else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
-                    }
-                }
+                for (int j = 0; j < READS; ++j) add_before(part[j], 4u * (g0 + j * STRIDE), bin, before_here);
             }
         }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        before_here = warp_sum_u64(before_here);
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
@@ -2000,37 +2009,11 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
     int first_above, first_inside;  // keys of the CTAs before this one in the row
     if (coarse) {
-        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        const unsigned long long all = warp_sum_u64(s.warp_before[lane]);  // written before block_scan_packed's barrier
         first_above = (int)(all & 0xffffffffull);
         first_inside = (int)(all >> 32);
     } else {  // the radix passes rewrote hist: the CTAs' counts exchanged at a cluster barrier
-        if (t == 0) {
-            s.cta_counts[0] = (int)(cta_total & 0xffffu);
-            s.cta_counts[1] = (int)(cta_total >> 16);
-        }
-        cluster_arrive();
-        cluster_wait();
-        if (t < 32) {
-            int above = 0, in = 0;
-            if (t < rank) {
-                above = load_peer(&s.cta_counts[0], t);
-                in = load_peer(&s.cta_counts[1], t);
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (t == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        wide_counts_before(s, cta_total, rank, 0, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
     if (ranked) {  // above keys to staging, inside keys to rank 0's candidates, in thread order
