@@ -1540,6 +1540,17 @@ __device__ __forceinline__ void wide_counts_before(WideShared<SMEM>& s, unsigned
     first_inside = s.s_first[1];
 }
 
+// This CTA's keys above the bucket written out from staging (complete at the CTA barrier) between
+// the cluster barrier's arrive (release) and its wait.
+template <int CLUSTER>
+__device__ __forceinline__ void wide_write_staged(int* out, const int* staging, int count, const int* table_row,
+                                                  int page_size) {
+    if (CLUSTER > 1) cluster_arrive();
+    __syncthreads();  // staging is complete
+    write_mapped(out, staging, count, table_row, page_size);
+    if (CLUSTER > 1) cluster_wait();
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1710,10 +1721,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
-        if (CLUSTER > 1) cluster_arrive();
-        __syncthreads();  // staging is complete
-        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
+        // past the wait the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
@@ -2028,10 +2037,8 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                                store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
                            });
         }
-        cluster_arrive();  // the candidates are delivered (release); waited for after the write-out
-        __syncthreads();   // staging is complete
-        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        // the candidates delivered (release) before the write-out, in rank 0 after it
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
         if (rank == 0)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
