@@ -1551,6 +1551,18 @@ __device__ __forceinline__ void wide_write_staged(int* out, const int* staging, 
     if (CLUSTER > 1) cluster_wait();
 }
 
+// A heavy-ties radix pass's end: the cluster's digit counts summed, the digit's threshold, the
+// bucket narrowed to its digit.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide_radix_narrow(WideShared<SMEM>& s, int* counts, int rank, int base, bool direct,
+                                                  int digit_shift, int& remaining, int& inside, unsigned int& lo,
+                                                  unsigned int& hi) {
+    wide_barrier<CLUSTER>();
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
+    fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+    narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1630,10 +1642,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
             __syncthreads();
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+            wide_radix_narrow<CLUSTER>(s, counts, rank, base, direct, digit_shift, remaining, inside, lo, hi);
         }
     }
     const bool ranked = inside <= FAST_CANDIDATES;  // else: the first `remaining` inside keys by column
@@ -1972,10 +1981,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
             __syncthreads();
 #pragma unroll
             for (int i = 0; i < VECS; ++i) count_digit4(q[i], lo, hi - lo, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
-            fast_threshold(s.row_sum, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+            wide_radix_narrow<CLUSTER>(s, s.row_sum, rank, 0, false, digit_shift, remaining, inside, lo, hi);
         }
     }
     const bool ranked = inside <= FAST_CANDIDATES;
