@@ -1563,6 +1563,15 @@ __device__ __forceinline__ void wide_radix_narrow(WideShared<SMEM>& s, int* coun
     narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
 }
 
+// A heavy-ties radix pass's start: every peer has read this CTA's hist (and s_threshold is read
+// here), then hist is zeroed for this CTA's digit counts.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide_radix_clear(WideShared<SMEM>& s, int t) {
+    wide_barrier<CLUSTER>();
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    __syncthreads();
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1638,9 +1647,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
             const int digit_shift = radix_shift(lo, hi);
             const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
-            __syncthreads();
+            wide_radix_clear<CLUSTER>(s, t);
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
             wide_radix_narrow<CLUSTER>(s, counts, rank, base, direct, digit_shift, remaining, inside, lo, hi);
         }
@@ -1976,9 +1983,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     if (!coarse) {  // heavy ties: the exact radix over the bucket, cluster-wide (as wide_select)
         while (inside != remaining && hi != lo) {
             const int digit_shift = radix_shift(lo, hi);
-            wide_barrier<CLUSTER>();
-            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
-            __syncthreads();
+            wide_radix_clear<CLUSTER>(s, t);
 #pragma unroll
             for (int i = 0; i < VECS; ++i) count_digit4(q[i], lo, hi - lo, digit_shift, s.hist);
             wide_radix_narrow<CLUSTER>(s, s.row_sum, rank, 0, false, digit_shift, remaining, inside, lo, hi);
