@@ -1572,6 +1572,18 @@ __device__ __forceinline__ void wide_radix_clear(WideShared<SMEM>& s, int t) {
     __syncthreads();
 }
 
+// fast_threshold's result (in s_threshold) for the first `need` keys: the threshold bin (returned),
+// the keys inside it, the ones of it still to take, and the bucket's key range [lo, hi].
+__device__ __forceinline__ unsigned int read_threshold(const int* s_threshold, int need, int& inside, int& remaining,
+                                                       unsigned int& lo, unsigned int& hi) {
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];
+    inside = s_threshold[2];
+    remaining = need - above_total;
+    coarse_bin_keys(bin, &lo, &hi);
+    return bin;
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1627,12 +1639,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
     wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    const int above_total = s.s_threshold[1];
-    int inside = s.s_threshold[2];
-    int remaining = k - above_total;
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
     // This CTA's keys above the bucket are staged by their index in its run of slots (over the
     // summed histogram, or hist for CLUSTER 1: both last read before fast_threshold's second
     // barrier; peers read hist, never row_sum).
@@ -1972,12 +1981,9 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
     wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
     fast_threshold(s.row_sum, n, k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    const int above_total = s.s_threshold[1];
-    int inside = s.s_threshold[2];
-    int remaining = k - above_total;
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
     int* const staging = s.row_sum;  // last read before fast_threshold's second barrier
     const bool coarse = inside <= FAST_CANDIDATES;
     if (!coarse) {  // heavy ties: the exact radix over the bucket, cluster-wide (as wide_select)
