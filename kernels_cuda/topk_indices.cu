@@ -666,11 +666,9 @@ __device__ __forceinline__ void coarse_bin_keys(unsigned int bin, unsigned int* 
     *hi = (top_hi << 17) | 0x1ffffu;
 }
 
-// Over FAST_BINS ascending bins holding `total` keys (4 bins a thread): the bin b with
-// above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
-// exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
-// not read after the first, `s` is valid after the second.
-__device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+// fast_threshold's and lean_threshold's block scan of the bins' counts, 4 bins a thread (one barrier):
+// this thread's four counts and the keys in the bins below its first, 4t.
+__device__ __forceinline__ int4 bins_scan(const int* hist, int* warp_sums, int& below) {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int4 v = reinterpret_cast<const int4*>(hist)[t];
     const int mine = v.x + v.y + v.z + v.w;
@@ -685,7 +683,19 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     int before = lane < warp ? warp_sums[lane] : 0;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
-    int through = before + inclusive - mine;  // keys in bins below 4t
+    below = before + inclusive - mine;
+    return v;
+}
+
+// Over FAST_BINS ascending bins holding `total` keys (4 bins a thread): the bin b with
+// above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
+// exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
+// not read after the first, `s` is valid after the second.
+__device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+    const int t = threadIdx.x;
+    int below;
+    const int4 v = bins_scan(hist, warp_sums, below);
+    int through = below;  // keys in bins below 4t
     const int count[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -704,22 +714,12 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
 // keys a thread through it at 32 registers): the thread whose four bins hold the threshold reads them
 // again after the barrier instead of keeping them. Same result.
 __device__ __forceinline__ void lean_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    const int4 v = reinterpret_cast<const int4*>(hist)[t];
-    const int mine = v.x + v.y + v.z + v.w;
-    int inclusive = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-        if (lane >= off) inclusive += x;
-    }
-    if (lane == 31) warp_sums[warp] = inclusive;
-    __syncthreads();
-    int before = lane < warp ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
-    int above = total - (before + inclusive - mine);  // keys in bins 4t and up
-    if (above >= need && above - mine < need) {  // the threshold bin is one of this thread's four
+    const int t = threadIdx.x;
+    int below;
+    const int4 v = bins_scan(hist, warp_sums, below);
+    int above = total - below;  // keys in bins 4t and up
+    // the threshold bin is one of this thread's four
+    if (above >= need && above - (v.x + v.y + v.z + v.w) < need) {
         const int4 w = reinterpret_cast<const int4*>(hist)[t];
         const int count[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
