@@ -1409,6 +1409,35 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EA
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
+// The reduce-scatter's first half (wide_sum's and wide16_sum's, CLUSTER > 2): thread t sums, over
+// the CLUSTER lanes of its group, one peer's 16 bytes of this CTA's slice of the bins.
+template <int CLUSTER>
+__device__ __forceinline__ void sum_slice(const int* local, int* slice, int rank, int base, int t) {
+    constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;
+    const int peer = t % CLUSTER, g = t / CLUSTER;
+    const int group = rank * GROUPS + g;
+    int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
+                             : load_peer4(&local[4 * group], base + peer);
+#pragma unroll
+    for (int off = 1; off < CLUSTER; off <<= 1) {
+        part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
+        part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
+        part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
+        part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
+    }
+    if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+}
+
+// The reduce-scatter's second half, the all-gather (wide_sum's and wide16_sum's, CLUSTER > 2): thread
+// t's 16 bytes of the sum from the slice's owner.
+template <int CLUSTER>
+__device__ __forceinline__ void gather_sum(const int* slice, int* sum, int rank, int base, int t) {
+    constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;
+    const int owner = t / GROUPS;
+    reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
+                                                    : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+}
+
 // The cluster's histograms (`local` in every CTA) summed into `sum` here (4 bins a thread, read back
 // by the same thread only: fast_threshold). Reduce-scatter, then all-gather: CTA `rank` sums its
 // slice of FAST_BINS / CLUSTER bins over the cluster into `slice` (one 16-byte distributed read a
@@ -1443,23 +1472,10 @@ __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum,
         constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         const int t = threadIdx.x;
-        const int peer = t % CLUSTER, g = t / CLUSTER;
-        const int group = rank * GROUPS + g;
-        int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
-                                 : load_peer4(&local[4 * group], base + peer);
-#pragma unroll
-        for (int off = 1; off < CLUSTER; off <<= 1) {
-            part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
-            part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
-            part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
-            part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
-        }
-        if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+        sum_slice<CLUSTER>(local, slice, rank, base, t);
         cluster_arrive();  // every slice is summed (release: the peers read it next)
         cluster_wait();
-        const int owner = t / GROUPS;
-        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
-                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+        gather_sum<CLUSTER>(slice, sum, rank, base, t);
     }
 }
 
@@ -2211,25 +2227,12 @@ __device__ __forceinline__ void wide16_sum(const int* local, int* slice, int* su
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         {
             const int t = fresh_thread();
-            const int peer = t % CLUSTER, g = t / CLUSTER;
-            const int group = rank * GROUPS + g;
-            int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
-                                     : load_peer4(&local[4 * group], base + peer);
-#pragma unroll
-            for (int off = 1; off < CLUSTER; off <<= 1) {
-                part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
-                part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
-                part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
-                part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
-            }
-            if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+            sum_slice<CLUSTER>(local, slice, rank, base, t);
         }
         cluster_arrive();  // every slice is summed (release: the peers read it next)
         cluster_wait();
         const int t = fresh_thread();
-        const int owner = t / GROUPS;
-        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
-                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+        gather_sum<CLUSTER>(slice, sum, rank, base, t);
     }
 }
 
