@@ -666,11 +666,9 @@ __device__ __forceinline__ void coarse_bin_keys(unsigned int bin, unsigned int* 
     *hi = (top_hi << 17) | 0x1ffffu;
 }
 
-// Over FAST_BINS ascending bins holding `total` keys (4 bins a thread): the bin b with
-// above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
-// exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
-// not read after the first, `s` is valid after the second.
-__device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+// fast_threshold's and lean_threshold's block scan of the bins' counts, 4 bins a thread (one barrier):
+// this thread's four counts and the keys in the bins below its first, 4t.
+__device__ __forceinline__ int4 bins_scan(const int* hist, int* warp_sums, int& below) {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int4 v = reinterpret_cast<const int4*>(hist)[t];
     const int mine = v.x + v.y + v.z + v.w;
@@ -685,7 +683,19 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
     int before = lane < warp ? warp_sums[lane] : 0;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
-    int through = before + inclusive - mine;  // keys in bins below 4t
+    below = before + inclusive - mine;
+    return v;
+}
+
+// Over FAST_BINS ascending bins holding `total` keys (4 bins a thread): the bin b with
+// above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
+// exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
+// not read after the first, `s` is valid after the second.
+__device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
+    const int t = threadIdx.x;
+    int below;
+    const int4 v = bins_scan(hist, warp_sums, below);
+    int through = below;  // keys in bins below 4t
     const int count[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -704,22 +714,12 @@ __device__ __forceinline__ void fast_threshold(const int* hist, int total, int n
 // keys a thread through it at 32 registers): the thread whose four bins hold the threshold reads them
 // again after the barrier instead of keeping them. Same result.
 __device__ __forceinline__ void lean_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    const int4 v = reinterpret_cast<const int4*>(hist)[t];
-    const int mine = v.x + v.y + v.z + v.w;
-    int inclusive = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-        if (lane >= off) inclusive += x;
-    }
-    if (lane == 31) warp_sums[warp] = inclusive;
-    __syncthreads();
-    int before = lane < warp ? warp_sums[lane] : 0;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
-    int above = total - (before + inclusive - mine);  // keys in bins 4t and up
-    if (above >= need && above - mine < need) {  // the threshold bin is one of this thread's four
+    const int t = threadIdx.x;
+    int below;
+    const int4 v = bins_scan(hist, warp_sums, below);
+    int above = total - below;  // keys in bins 4t and up
+    // the threshold bin is one of this thread's four
+    if (above >= need && above - (v.x + v.y + v.z + v.w) < need) {
         const int4 w = reinterpret_cast<const int4*>(hist)[t];
         const int count[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
@@ -1409,6 +1409,35 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EA
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
+// The reduce-scatter's first half (wide_sum's and wide16_sum's, CLUSTER > 2): thread t sums, over
+// the CLUSTER lanes of its group, one peer's 16 bytes of this CTA's slice of the bins.
+template <int CLUSTER>
+__device__ __forceinline__ void sum_slice(const int* local, int* slice, int rank, int base, int t) {
+    constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;
+    const int peer = t % CLUSTER, g = t / CLUSTER;
+    const int group = rank * GROUPS + g;
+    int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
+                             : load_peer4(&local[4 * group], base + peer);
+#pragma unroll
+    for (int off = 1; off < CLUSTER; off <<= 1) {
+        part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
+        part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
+        part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
+        part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
+    }
+    if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+}
+
+// The reduce-scatter's second half, the all-gather (wide_sum's and wide16_sum's, CLUSTER > 2): thread
+// t's 16 bytes of the sum from the slice's owner.
+template <int CLUSTER>
+__device__ __forceinline__ void gather_sum(const int* slice, int* sum, int rank, int base, int t) {
+    constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;
+    const int owner = t / GROUPS;
+    reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
+                                                    : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+}
+
 // The cluster's histograms (`local` in every CTA) summed into `sum` here (4 bins a thread, read back
 // by the same thread only: fast_threshold). Reduce-scatter, then all-gather: CTA `rank` sums its
 // slice of FAST_BINS / CLUSTER bins over the cluster into `slice` (one 16-byte distributed read a
@@ -1443,23 +1472,10 @@ __device__ __forceinline__ void wide_sum(const int* local, int* slice, int* sum,
         constexpr int GROUPS = FAST_BINS / 4 / CLUSTER;  // 16-byte groups of bins in a slice
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         const int t = threadIdx.x;
-        const int peer = t % CLUSTER, g = t / CLUSTER;
-        const int group = rank * GROUPS + g;
-        int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
-                                 : load_peer4(&local[4 * group], base + peer);
-#pragma unroll
-        for (int off = 1; off < CLUSTER; off <<= 1) {
-            part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
-            part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
-            part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
-            part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
-        }
-        if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+        sum_slice<CLUSTER>(local, slice, rank, base, t);
         cluster_arrive();  // every slice is summed (release: the peers read it next)
         cluster_wait();
-        const int owner = t / GROUPS;
-        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
-                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+        gather_sum<CLUSTER>(slice, sum, rank, base, t);
     }
 }
 
@@ -1486,6 +1502,103 @@ struct __align__(16) WideShared {
     __align__(16) int slice[CLUSTER > 2 ? FAST_BINS / (CLUSTER == 8 ? 4 : CLUSTER) : 4];
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
 };
+
+// A peer's counts of bins first_bin .. first_bin + 3 added to before_here: bins past the threshold
+// bin (keys above the bucket) to the low word, the threshold bin (inside) to the high word.
+__device__ __forceinline__ void add_before(int4 part, unsigned int first_bin, unsigned int bin,
+                                           unsigned long long& before_here) {
+    const int count[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const unsigned int bin_e = first_bin + e;
+        if (bin_e > bin) before_here += (unsigned long long)count[e];
+        else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
+    }
+}
+
+__device__ __forceinline__ unsigned long long warp_sum_u64(unsigned long long v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// The keys above the bucket and inside it of the CTAs before this one (cluster ranks base ..
+// base + rank - 1), from their packed totals exchanged at a cluster barrier (after the radix passes
+// rewrote hist, or without the fold).
+template <int SMEM>
+__device__ __forceinline__ void wide_counts_before(WideShared<SMEM>& s, unsigned int cta_total, int rank, int base,
+                                                   int& first_above, int& first_inside) {
+    const int t = threadIdx.x;
+    if (t == 0) {
+        s.cta_counts[0] = (int)(cta_total & 0xffffu);
+        s.cta_counts[1] = (int)(cta_total >> 16);
+    }
+    cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+    cluster_wait();
+    if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
+        int above = 0, in = 0;
+        if (t < rank) {
+            above = load_peer(&s.cta_counts[0], base + t);
+            in = load_peer(&s.cta_counts[1], base + t);
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            above += __shfl_xor_sync(0xffffffffu, above, off);
+            in += __shfl_xor_sync(0xffffffffu, in, off);
+        }
+        if (t == 0) {
+            s.s_first[0] = above;
+            s.s_first[1] = in;
+        }
+    }
+    __syncthreads();
+    first_above = s.s_first[0];
+    first_inside = s.s_first[1];
+}
+
+// This CTA's keys above the bucket written out from staging (complete at the CTA barrier) between
+// the cluster barrier's arrive (release) and its wait.
+template <int CLUSTER>
+__device__ __forceinline__ void wide_write_staged(int* out, const int* staging, int count, const int* table_row,
+                                                  int page_size) {
+    if (CLUSTER > 1) cluster_arrive();
+    __syncthreads();  // staging is complete
+    write_mapped(out, staging, count, table_row, page_size);
+    if (CLUSTER > 1) cluster_wait();
+}
+
+// A heavy-ties radix pass's end: the cluster's digit counts summed, the digit's threshold, the
+// bucket narrowed to its digit.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide_radix_narrow(WideShared<SMEM>& s, int* counts, int rank, int base, bool direct,
+                                                  int digit_shift, int& remaining, int& inside, unsigned int& lo,
+                                                  unsigned int& hi) {
+    wide_barrier<CLUSTER>();
+    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
+    fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+    narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+}
+
+// A heavy-ties radix pass's start: every peer has read this CTA's hist (and s_threshold is read
+// here), then hist is zeroed for this CTA's digit counts.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ void wide_radix_clear(WideShared<SMEM>& s, int t) {
+    wide_barrier<CLUSTER>();
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    __syncthreads();
+}
+
+// fast_threshold's result (in s_threshold) for the first `need` keys: the threshold bin (returned),
+// the keys inside it, the ones of it still to take, and the bucket's key range [lo, hi].
+__device__ __forceinline__ unsigned int read_threshold(const int* s_threshold, int need, int& inside, int& remaining,
+                                                       unsigned int& lo, unsigned int& hi) {
+    const unsigned int bin = s_threshold[0];
+    const int above_total = s_threshold[1];
+    inside = s_threshold[2];
+    remaining = need - above_total;
+    coarse_bin_keys(bin, &lo, &hi);
+    return bin;
+}
 
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
@@ -1542,12 +1655,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
     wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    const int above_total = s.s_threshold[1];
-    int inside = s.s_threshold[2];
-    int remaining = k - above_total;
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
     // This CTA's keys above the bucket are staged by their index in its run of slots (over the
     // summed histogram, or hist for CLUSTER 1: both last read before fast_threshold's second
     // barrier; peers read hist, never row_sum).
@@ -1562,14 +1672,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
             const int digit_shift = radix_shift(lo, hi);
             const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
-            __syncthreads();
+            wide_radix_clear<CLUSTER>(s, t);
             for (int g = t; g < groups; g += TOPK_THREADS) count_digit4(groups4[g], lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+            wide_radix_narrow<CLUSTER>(s, counts, rank, base, direct, digit_shift, remaining, inside, lo, hi);
         }
     }
     const bool ranked = inside <= FAST_CANDIDATES;  // else: the first `remaining` inside keys by column
@@ -1588,19 +1693,10 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
                 for (int j = 0; j < READS; ++j)
                     part[j] = r0 + j < rank ? load_peer4(&s.hist[4 * t], base + r0 + j) : make_int4(0, 0, 0, 0);
 #pragma unroll
-                for (int j = 0; j < READS; ++j) {
-                    const int c[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const unsigned int b = 4u * t + e;
-                        if (b > bin) before_here += (unsigned long long)c[e];
-                        else if (b == bin) before_here += (unsigned long long)c[e] << 32;
-                    }
-                }
+                for (int j = 0; j < READS; ++j) add_before(part[j], 4u * t, bin, before_here);
             }
         }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        before_here = warp_sum_u64(before_here);
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
@@ -1632,37 +1728,11 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     if (!ranked) __syncthreads();
     int first_above = 0, first_inside = 0;  // keys of the CTAs before this one in the row
     if (from_hists) {
-        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        const unsigned long long all = warp_sum_u64(s.warp_before[lane]);  // written before block_scan_packed's barrier
         first_above = (int)(all & 0xffffffffull);
         first_inside = (int)(all >> 32);
     } else if (CLUSTER > 1) {
-        if (t == 0) {
-            s.cta_counts[0] = (int)(cta_total & 0xffffu);
-            s.cta_counts[1] = (int)(cta_total >> 16);
-        }
-        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
-        cluster_wait();
-        if (t < 32) {  // lane r < rank reads CTA r's counts (rank < 32), all in flight together
-            int above = 0, in = 0;
-            if (t < rank) {
-                above = load_peer(&s.cta_counts[0], base + t);
-                in = load_peer(&s.cta_counts[1], base + t);
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (t == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        wide_counts_before(s, cta_total, rank, base, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
 
@@ -1692,10 +1762,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
-        if (CLUSTER > 1) cluster_arrive();
-        __syncthreads();  // staging is complete
-        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        if (CLUSTER > 1) cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
+        // past the wait the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
@@ -1929,26 +1997,18 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     wide_barrier<CLUSTER>();  // every CTA's histogram is complete
     wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
     fast_threshold(s.row_sum, n, k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    const int above_total = s.s_threshold[1];
-    int inside = s.s_threshold[2];
-    int remaining = k - above_total;
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
     int* const staging = s.row_sum;  // last read before fast_threshold's second barrier
     const bool coarse = inside <= FAST_CANDIDATES;
     if (!coarse) {  // heavy ties: the exact radix over the bucket, cluster-wide (as wide_select)
         while (inside != remaining && hi != lo) {
             const int digit_shift = radix_shift(lo, hi);
-            wide_barrier<CLUSTER>();
-            reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
-            __syncthreads();
+            wide_radix_clear<CLUSTER>(s, t);
 #pragma unroll
             for (int i = 0; i < VECS; ++i) count_digit4(q[i], lo, hi - lo, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
-            fast_threshold(s.row_sum, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+            wide_radix_narrow<CLUSTER>(s, s.row_sum, rank, 0, false, digit_shift, remaining, inside, lo, hi);
         }
     }
     const bool ranked = inside <= FAST_CANDIDATES;
@@ -1974,19 +2034,10 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                     part[j] = g0 + j * STRIDE < FAST_BINS / 4 ? load_peer4(&s.hist[4 * (g0 + j * STRIDE)], peer)
                                                               : make_int4(0, 0, 0, 0);
 #pragma unroll
-                for (int j = 0; j < READS; ++j) {
-                    const int count[4] = {part[j].x, part[j].y, part[j].z, part[j].w};
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const unsigned int bin_e = 4u * (g0 + j * STRIDE) + e;
-                        if (bin_e > bin) before_here += (unsigned long long)count[e];
-                        else if (bin_e == bin) before_here += (unsigned long long)count[e] << 32;
-                    }
-                }
+                for (int j = 0; j < READS; ++j) add_before(part[j], 4u * (g0 + j * STRIDE), bin, before_here);
             }
         }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        before_here = warp_sum_u64(before_here);
         if (lane == 0) s.warp_before[warp] = before_here;
     }
 
@@ -2000,37 +2051,11 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
     int first_above, first_inside;  // keys of the CTAs before this one in the row
     if (coarse) {
-        unsigned long long all = s.warp_before[lane];  // written before block_scan_packed's barrier
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        const unsigned long long all = warp_sum_u64(s.warp_before[lane]);  // written before block_scan_packed's barrier
         first_above = (int)(all & 0xffffffffull);
         first_inside = (int)(all >> 32);
     } else {  // the radix passes rewrote hist: the CTAs' counts exchanged at a cluster barrier
-        if (t == 0) {
-            s.cta_counts[0] = (int)(cta_total & 0xffffu);
-            s.cta_counts[1] = (int)(cta_total >> 16);
-        }
-        cluster_arrive();
-        cluster_wait();
-        if (t < 32) {
-            int above = 0, in = 0;
-            if (t < rank) {
-                above = load_peer(&s.cta_counts[0], t);
-                in = load_peer(&s.cta_counts[1], t);
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (t == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        wide_counts_before(s, cta_total, rank, 0, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
     if (ranked) {  // above keys to staging, inside keys to rank 0's candidates, in thread order
@@ -2045,10 +2070,8 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                                store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
                            });
         }
-        cluster_arrive();  // the candidates are delivered (release); waited for after the write-out
-        __syncthreads();   // staging is complete
-        write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
-        cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        // the candidates delivered (release) before the write-out, in rank 0 after it
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
         if (rank == 0)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
@@ -2204,25 +2227,12 @@ __device__ __forceinline__ void wide16_sum(const int* local, int* slice, int* su
         static_assert(GROUPS * CLUSTER == TOPK_THREADS && 32 % CLUSTER == 0, "a group's parts in one warp");
         {
             const int t = fresh_thread();
-            const int peer = t % CLUSTER, g = t / CLUSTER;
-            const int group = rank * GROUPS + g;
-            int4 part = peer == rank ? reinterpret_cast<const int4*>(local)[group]
-                                     : load_peer4(&local[4 * group], base + peer);
-#pragma unroll
-            for (int off = 1; off < CLUSTER; off <<= 1) {
-                part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
-                part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
-                part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
-                part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
-            }
-            if (peer == 0) reinterpret_cast<int4*>(slice)[g] = part;
+            sum_slice<CLUSTER>(local, slice, rank, base, t);
         }
         cluster_arrive();  // every slice is summed (release: the peers read it next)
         cluster_wait();
         const int t = fresh_thread();
-        const int owner = t / GROUPS;
-        reinterpret_cast<int4*>(sum)[t] = owner == rank ? reinterpret_cast<const int4*>(slice)[t % GROUPS]
-                                                        : load_peer4(&slice[4 * (t % GROUPS)], base + owner);
+        gather_sum<CLUSTER>(slice, sum, rank, base, t);
     }
 }
 

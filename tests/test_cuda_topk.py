@@ -216,12 +216,19 @@ def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
 def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster, kernel_cluster, data):
     rng = np.random.default_rng(cluster * 10 + kernel_cluster + len(data))
-    ran = 0
     # 70001 at 2 CTAs: chunks of 35004 columns, past the 8 kept groups of threads 0..558
     rows = [(5000, 512, 0), (20011, 512, 3), (33000, 2048, 1), (4100, 1024, 2), (9000, 7, 0), (70001, 512, 1)]
+    assert wide_model_writes_the_k_largest(rng, rows, data, cluster, kernel_cluster) >= 3
+
+
+def wide_model_writes_the_k_largest(rng, rows, data, cluster, kernel_cluster):
+    """Asserts wide_model's output on each (n, k, phase) of rows (rng's normal scores; `data` "ties":
+    values repeat, a few at the cut; "inf": 5 +inf and 50 -inf among them) is the k largest keys,
+    lowest column first at equal keys; returns how many rows it wrote (None: not the model's case)."""
+    ran = 0
     for n, k, phase in rows:
         row = rng.standard_normal(n).astype(np.float32)
-        if data == "ties":  # values repeat, a few at the cut
+        if data == "ties":
             row = np.round(row * 40) / 40
         if data == "inf":
             row[rng.choice(n, 5, replace=False)] = np.inf
@@ -233,7 +240,7 @@ def test_the_wide_kernels_write_out_is_the_k_largest_lowest_column_first(cluster
         keys = sortable_key(row)
         best = sorted(range(n), key=lambda c: (-int(keys[c]), c))[:k]
         assert len(set(out.tolist())) == k and sorted(out.tolist()) == sorted(best)
-    assert ran >= 3
+    return ran
 
 
 def half_keys(x):
