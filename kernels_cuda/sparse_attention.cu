@@ -65,6 +65,18 @@ __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
     return d;
 }
+// the bf16 A fragments of P V (KS k-steps of 16 columns) from P in the S accumulator layout of
+// m64nNk16 (s[4 nt + c]: column 8 nt + 2 t + (c & 1)): k-step ks is columns 16 ks .. +15
+template <int KS>
+__device__ __forceinline__ void p_fragments(const float (&s)[8 * KS], unsigned int (&p)[KS][4]) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+        p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+        p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+        p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+        p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+    }
+}
 
 __device__ __forceinline__ unsigned int ld32(const unsigned short* p) { return *reinterpret_cast<const unsigned int*>(p); }
 
@@ -1040,13 +1052,7 @@ __device__ __forceinline__ void wgmma_attention(Rows& rows, unsigned char* smem,
         // O += P V: k-step ks covers gathered rows 16 ks .. +15 (two 8-line groups, SBO 1 KB);
         // N = dims half * 256 .. +255 (4 chunks, LBO 8 KB)
         unsigned int p[4][4];
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-            p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
-            p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
-            p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
-            p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
-        }
+        p_fragments(s, p);
 #pragma unroll
         for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
         wg_fence();
@@ -1467,13 +1473,7 @@ __device__ __forceinline__ void pipe_attention(Rows& rows, unsigned char* smem, 
             rows.overlap(i, 1);
         } else {
             unsigned int p[2][4];
-#pragma unroll
-            for (int ks = 0; ks < 2; ++ks) {
-                p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
-                p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
-                p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
-                p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
-            }
+            p_fragments(s, p);
 #pragma unroll
             for (int j = 0; j < 128; ++j) wg_fence_operand(o[j]);
             wg_fence();
@@ -2238,16 +2238,6 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
         wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024), wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
-}
-// the A fragments of P V from P in the S accumulator layout: k-step ks is columns 16 ks .. +15
-__device__ __forceinline__ void p_fragments(const float (&s)[32], unsigned int (&p)[4][4]) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-        p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
-        p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
-        p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
-        p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
-    }
 }
 
 // The ws epilogue through shared memory (WS_EPILOGUE_SMEM) and the merge of the splits by the last CTA
