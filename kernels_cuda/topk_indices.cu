@@ -123,6 +123,17 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* warp_sums, i
     return before;
 }
 
+// a CTA's columns [begin, begin + m) of a row of n split over CLUSTER CTAs (rank `rank`): chunks a
+// multiple of 4 long, so each keeps the row's 16-byte alignment. Every kernel of a row splits it so;
+// returns the chunk
+template <int CLUSTER>
+__device__ __forceinline__ int cta_columns(int n, int rank, int& begin, int& m) {
+    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
+    begin = min(n, rank * chunk);
+    m = min(n, begin + chunk) - begin;
+    return chunk;
+}
+
 template <int CLUSTER>
 __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long long columns,
                                          const int* __restrict__ seq_lens, const int* __restrict__ page_table,
@@ -153,9 +164,8 @@ __device__ __forceinline__ void topk_row(const float* __restrict__ logits, long 
     }
 
     // this CTA's columns [begin, begin + m): a multiple of 4 long, so chunks keep the row's alignment
-    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
-    const int begin = min(n, rank * chunk);
-    const int m = min(n, begin + chunk) - begin;
+    int begin, m;
+    const int chunk = cta_columns<CLUSTER>(n, rank, begin, m);
     const float* src = logits + (long long)b * columns + begin;
     // Key of column begin + c sits in word shift + c, so 16-byte groups of the buffer match 16-byte
     // groups of the row; columns before the row's first 16-byte boundary are loaded one by one. The
@@ -1611,9 +1621,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
 
     // the chunk, as in topk_row: columns [begin, begin + m), key of column begin + c in word shift + c
-    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
-    const int begin = min(n, rank * chunk);
-    const int m = min(n, begin + chunk) - begin;
+    int begin, m;
+    const int chunk = cta_columns<CLUSTER>(n, rank, begin, m);
     const float* src = row + begin;
     const int shift = (int)((reinterpret_cast<unsigned long long>(src) >> 2) & 3);
     const int head = min(m, (4 - shift) & 3);
@@ -1946,9 +1955,8 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     int n;
     asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
     const int width = (int)columns;  // <= CLUSTER x 4096 x VECS (the host's routing)
-    const int width_chunk = ((width + CLUSTER - 1) / CLUSTER + 3) & ~3;
-    const int width_begin = min(width, rank * width_chunk);
-    const int width_m = min(width, width_begin + width_chunk) - width_begin;
+    int width_begin, width_m;
+    const int width_chunk = cta_columns<CLUSTER>(width, rank, width_begin, width_m);
     uint4 q[VECS];
 #pragma unroll
     for (int i = 0; i < VECS; ++i) {
@@ -1970,9 +1978,8 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     // row start, so `begin` is aligned); group i of thread t: columns begin + 4 (t + 1024 i) .. + 3.
     // The same chunk as the tensor's (seq_len = columns, or close): the groups loaded above hold these
     // columns (begin = width_begin where begin < n; past m they are masked to key 0 below).
-    const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
-    const int begin = min(n, rank * chunk);
-    const int m = min(n, begin + chunk) - begin;
+    int begin, m;
+    const int chunk = cta_columns<CLUSTER>(n, rank, begin, m);
     if (chunk != width_chunk) {  // the same in every CTA of the cluster (no barrier inside)
         const float* const src = logits + (long long)b * columns + begin;
 #pragma unroll
@@ -2254,6 +2261,7 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
 
     // this CTA's columns, as wide_select splits the row; src() is 16-byte aligned
     const int groups = [&]() {
+        // cta_columns' split written out: calling it swaps an IMAD's operands in this kernel's SASS, as measured
         const int chunk = ((n + CLUSTER - 1) / CLUSTER + 3) & ~3;
         const int begin = min(n, rank() * chunk);
         const int m = min(n, begin + chunk) - begin;
