@@ -15,7 +15,7 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -24,7 +24,6 @@ static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64
 static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
 static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence after a ready wait, on or off");
 static_assert(WS_EPILOGUE_SMEM == 0 || WS_EPILOGUE_SMEM == 1, "ws: O through shared memory and bulk copies, or not");
-static_assert(WS_FUSED_COMBINE == 0 || WS_FUSED_COMBINE == 1, "ws: the last split's CTA merges, or the combine kernel");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2240,8 +2239,7 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
         wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024), wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
 }
 
-// The ws epilogue through shared memory (WS_EPILOGUE_SMEM) and the merge of the splits by the last CTA
-// of a (row, head block) to finish (WS_FUSED_COMBINE). Once both math warpgroups' last wgmma is done (the
+// The ws epilogue through shared memory (WS_EPILOGUE_SMEM). Once both math warpgroups' last wgmma is done (the
 // sums barrier: each waited for its own), Q and the two buffers (192 KB from the aligned base) are free:
 // the CTA's 64 rows of O are staged there and leave by one bulk copy a row (1 KB bf16, 2 KB fp32), not by
 // 64 register stores a thread that each fill half of their 32-byte sectors. The staged pitches put a
@@ -2249,11 +2247,7 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
 // fp32 (2080 bytes = 520 words) a half-warp's 4 rows x 32 bytes of float2.
 #define WS_STAGE_BF16_PITCH (DIM * 2 + 16)
 #define WS_STAGE_F32_PITCH (DIM * 4 + 32)
-// the fused merge's output rows go after the staged fp32 partial, which it still reads (its own split's)
-#define WS_STAGE_MERGED_AT (64 * WS_STAGE_F32_PITCH)
 static_assert(64 * WS_STAGE_F32_PITCH <= 3 * WG_MAT_BYTES, "ws: the staged fp32 rows fit in Q and the two buffers");
-static_assert(WS_STAGE_MERGED_AT % 16 == 0 && WS_STAGE_MERGED_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES + 2 * 64 * 128,
-              "ws: the merged bf16 rows fit before the max and sum exchange (Q, the buffers and P are free)");
 
 __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, unsigned int b, unsigned int c,
                                             unsigned int d) {
@@ -2261,18 +2255,16 @@ __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, u
                  "r"(c), "r"(d)
                  : "memory");
 }
-// O fragments j0 .. j0 + NJ - 1 of this math thread (v[4 (j - j0) + c], the accumulator layout) times inv by
-// row, as bf16 into the staged rows at stage_addr: one stmatrix.x4 for two j, its matrices (rows r_lo's
-// 8, dims 8 j), (r_hi's, 8 j), (r_lo's, 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has
-// (lane 4 g + t: row g, columns 2 t, 2 t + 1); lane l gives the address of row l & 7 of matrix l >> 3
-template <int NJ>
-__device__ __forceinline__ void ws_stage_bf16(unsigned int stage_addr, const float* v, int j0, float inv_lo,
-                                              float inv_hi) {
+// the 32 O fragments of this math thread (v[4 j + c], the accumulator layout) times inv by row, as bf16 into
+// the staged rows at stage_addr: one stmatrix.x4 for two j, its matrices (rows r_lo's 8, dims 8 j), (r_hi's,
+// 8 j), (r_lo's, 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has (lane 4 g + t: row g,
+// columns 2 t, 2 t + 1); lane l gives the address of row l & 7 of matrix l >> 3
+__device__ __forceinline__ void ws_stage_bf16(unsigned int stage_addr, const float (&v)[128], float inv_lo, float inv_hi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, mat = lane >> 3;
     const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
-    const unsigned int addr = stage_addr + row * WS_STAGE_BF16_PITCH + ((warp >> 2) * 256 + 8 * (j0 + (mat >> 1))) * 2;
+    const unsigned int addr = stage_addr + row * WS_STAGE_BF16_PITCH + ((warp >> 2) * 256 + 8 * (mat >> 1)) * 2;
 #pragma unroll
-    for (int j = 0; j < NJ; j += 2)
+    for (int j = 0; j < 32; j += 2)
         stmatrix_x4(addr + j * 16, pack_bf16(v[4 * j] * inv_lo, v[4 * j + 1] * inv_lo),
                     pack_bf16(v[4 * j + 2] * inv_hi, v[4 * j + 3] * inv_hi),
                     pack_bf16(v[4 * j + 4] * inv_lo, v[4 * j + 5] * inv_lo),
@@ -2292,9 +2284,7 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 }
 // the 64 staged rows (pitch bytes apart) to the 64 contiguous global rows of row_bytes at dst. The generic
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
-// 8 w .. 8 w + 7 and waits: COMPLETE for the writes themselves (the fused merge's release follows), else only
-// for its reads of shared memory (which must outlive them; the CTA may then exit)
-template <bool COMPLETE>
+// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit)
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2309,160 +2299,44 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
                          : "memory");
         }
         bulk_commit();
-        if (COMPLETE) {
-            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-            asm volatile("fence.proxy.async.global;\n" ::: "memory");  // async-proxy writes before the release
-        } else {
-            bulk_wait_read<0>();
-        }
+        bulk_wait_read<0>();
     }
 }
 
-// The ws kernel's epilogue when WS_EPILOGUE_SMEM or WS_FUSED_COMBINE is on (else wg_epilogue): o, m, l as
-// wg_epilogue's (the sums of both warpgroups added), stage = the aligned base of shared memory (free now),
-// flag_s a shared int. Not SPLIT: out = O / (l [+ exp(sink - m)]) and lse. SPLIT: this split's partial (O / l,
-// fp32) and lse; under WS_FUSED_COMBINE with counters (not null) the CTA then counts itself in on
-// counters[row, head block] and the last of the splits to arrive merges them as
-// dsv4_sparse_attention_combine does, reading every split's partial (its own too) in split order, so the
-// result does not depend on which CTA is last; it sets the counter back to 0 for the next launch. Its own
-// partial comes from the staged rows under WS_EPILOGUE_SMEM (the bytes its bulk copy wrote), else from L2.
+// The ws kernel's epilogue under WS_EPILOGUE_SMEM (else wg_epilogue): o, m, l as wg_epilogue's (the sums of
+// both warpgroups added), stage = the aligned base of shared memory (free now). Not SPLIT: out = O / (l [+
+// exp(sink - m)]) and lse. SPLIT: this split's partial (O / l, fp32) and lse, merged by the combine kernel.
 template <bool HAS_SINK, bool SPLIT>
 __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
-                                            unsigned char* stage, int* flag_s, const float* sink, unsigned short* out,
-                                            float* lse, float* part_out, float* part_lse, int* counters, int heads) {
+                                            unsigned char* stage, const float* sink, unsigned short* out, float* lse,
+                                            float* part_out, float* part_lse, int heads) {
     const int b = blockIdx.x, splits = gridDim.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
     const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = blockIdx.y * 64;
     const unsigned int stage_addr = (unsigned int)__cvta_generic_to_shared(stage);
-    const long long row = (long long)b * heads + h0 + r_lo;  // this thread's low head; high = +8
     if (!SPLIT) {
+        const long long row = (long long)b * heads + h0 + r_lo;  // this thread's low head; high = +8
         float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
         if (HAS_SINK) {
             denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
             denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
         }
-        if (WS_EPILOGUE_SMEM) {
-            ws_stage_bf16<32>(stage_addr, o, 0, 1.f / denom_lo, 1.f / denom_hi);
-            ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
-            if (half == 0 && t == 0) {
-                lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-                lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-            }
-        } else {
-            wg_epilogue<HAS_SINK, false>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
+        ws_stage_bf16(stage_addr, o, 1.f / denom_lo, 1.f / denom_hi);
+        ws_bulk_store_rows(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
+        if (half == 0 && t == 0) {
+            lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
         }
         return;
     }
-    const bool fused = WS_FUSED_COMBINE && counters != nullptr;
     const long long first = (long long)b * splits * heads + h0 + r_lo;  // split s's low row at first + s * heads
-    if (WS_EPILOGUE_SMEM) {
-        ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
-        float* dst = part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM;
-        if (fused)
-            ws_bulk_store_rows<true>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
-        else
-            ws_bulk_store_rows<false>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
-        if (half == 0 && t == 0) {
-            const long long prow = first + (long long)blockIdx.z * heads;
-            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-        }
-    } else {
-        wg_epilogue<HAS_SINK, true>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
-    }
-    if (!fused) return;
-    // CUTLASS's split-K semaphore pattern (barrier.h arrive_inc / wait): the 256 math threads meet, so their
-    // partial stores (and the bulk copies, complete and proxy-fenced by their issuers) precede thread 0's
-    // release fence and count; its acquire fence, when last, precedes the barrier the others pass before
-    // they read the other splits' partials (past L1: __ldcg). One fence a CTA, not one a thread.
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    if (threadIdx.x == 0) {
-        int* counter = counters + b * gridDim.y + blockIdx.y;
-        int arrived;
-        asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n"
-                     : "=r"(arrived)
-                     : "l"(counter)
-                     : "memory");
-        const int last = arrived == splits - 1;
-        if (last) {
-            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-            *counter = 0;  // every split has counted: ready for the next launch (and graph replay)
-        }
-        *flag_s = last;
-    }
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    if (!*reinterpret_cast<volatile int*>(flag_s)) return;
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
-    for (int s = 0; s < splits; ++s) {
-        mx_lo = fmaxf(mx_lo, __ldcg(part_lse + first + (long long)s * heads));
-        mx_hi = fmaxf(mx_hi, __ldcg(part_lse + first + (long long)s * heads + 8));
-    }
-    const float use_lo = mx_lo == -INFINITY ? 0.f : mx_lo, use_hi = mx_hi == -INFINITY ? 0.f : mx_hi;
-    float total_lo = 0.f, total_hi = 0.f;
-    for (int s = 0; s < splits; ++s) {
-        total_lo += exp2f((__ldcg(part_lse + first + (long long)s * heads) - use_lo) * LOG2E);
-        total_hi += exp2f((__ldcg(part_lse + first + (long long)s * heads + 8) - use_hi) * LOG2E);
-    }
-    const float lse_lo = total_lo > 0.f ? use_lo + log2f(total_lo) * LN2 : -INFINITY;
-    const float lse_hi = total_hi > 0.f ? use_hi + log2f(total_hi) * LN2 : -INFINITY;
-    float scale_lo = total_lo > 0.f ? 1.f / total_lo : 0.f, scale_hi = total_hi > 0.f ? 1.f / total_hi : 0.f;
-    if (HAS_SINK && total_lo > 0.f) scale_lo /= 1.f + exp2f(fminf((sink[h0 + r_lo] - lse_lo) * LOG2E, 126.f));
-    if (HAS_SINK && total_hi > 0.f) scale_hi /= 1.f + exp2f(fminf((sink[h0 + r_lo + 8] - lse_hi) * LOG2E, 126.f));
-    // two passes of 16 fragments (64 accumulators and 64 loads live: O is dead, 216 registers)
-#pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-        float acc[64];
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-        for (int s = 0; s < splits; ++s) {
-            const long long prow = first + (long long)s * heads;
-            const float w_lo = exp2f((__ldcg(part_lse + prow) - use_lo) * LOG2E);
-            const float w_hi = exp2f((__ldcg(part_lse + prow + 8) - use_hi) * LOG2E);
-            float2 v_lo[16], v_hi[16];
-            if (WS_EPILOGUE_SMEM && s == (int)blockIdx.z) {  // its own partial: still staged, the bytes it copied
-                const float* src_lo = reinterpret_cast<const float*>(stage + r_lo * WS_STAGE_F32_PITCH) + half * 256 +
-                                      2 * t + pass * 128;
-                const float* src_hi = src_lo + 8 * WS_STAGE_F32_PITCH / 4;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    v_lo[j] = *reinterpret_cast<const float2*>(src_lo + 8 * j);
-                    v_hi[j] = *reinterpret_cast<const float2*>(src_hi + 8 * j);
-                }
-            } else {
-                const float* src_lo = part_out + prow * DIM + half * 256 + 2 * t + pass * 128;
-                const float* src_hi = src_lo + 8 * DIM;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    v_lo[j] = __ldcg(reinterpret_cast<const float2*>(src_lo + 8 * j));
-                    v_hi[j] = __ldcg(reinterpret_cast<const float2*>(src_hi + 8 * j));
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                acc[4 * j] += w_lo * v_lo[j].x;
-                acc[4 * j + 1] += w_lo * v_lo[j].y;
-                acc[4 * j + 2] += w_hi * v_hi[j].x;
-                acc[4 * j + 3] += w_hi * v_hi[j].y;
-            }
-        }
-        if (WS_EPILOGUE_SMEM) {
-            ws_stage_bf16<16>(stage_addr + WS_STAGE_MERGED_AT, acc, 16 * pass, scale_lo, scale_hi);
-        } else {
-            unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t + pass * 128;
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                *reinterpret_cast<unsigned int*>(out_lo + 8 * j) = pack_bf16(acc[4 * j] * scale_lo, acc[4 * j + 1] * scale_lo);
-                *reinterpret_cast<unsigned int*>(out_lo + 8 * DIM + 8 * j) =
-                    pack_bf16(acc[4 * j + 2] * scale_hi, acc[4 * j + 3] * scale_hi);
-            }
-        }
-    }
-    if (WS_EPILOGUE_SMEM)
-        ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr + WS_STAGE_MERGED_AT,
-                                  WS_STAGE_BF16_PITCH, DIM * 2);
+    ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
+    ws_bulk_store_rows(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
+                       WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
-        lse[row] = lse_lo;
-        lse[row + 8] = lse_hi;
+        const long long prow = first + (long long)blockIdx.z * heads;
+        part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
 }
 #endif
@@ -2471,7 +2345,7 @@ template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                             int chunk, float sm_scale, int* counters) {
+                             int chunk, float sm_scale) {
 #if WG_AVAILABLE
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
@@ -2735,9 +2609,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     wg_bar_sync(WS_BAR_SUMS, 256);
     l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
     l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
-    if (WS_EPILOGUE_SMEM || WS_FUSED_COMBINE)  // O staged in Q and the buffers; max_s (read) holds the merge flag
-        ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, reinterpret_cast<int*>(max_s), sink, out, lse,
-                                     part_out, part_lse, counters, heads);
+    if (WS_EPILOGUE_SMEM)  // O staged in Q and the buffers
+        ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, part_out, part_lse, heads);
     else
         wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
 #else

@@ -35,9 +35,9 @@ cache (`launch_split` is the launch both use).
 them (pipe: the decode path before pair).
 ws's epilogue stages O in shared memory and stores it by one bulk copy a row (session 10: prefill H64 822 ->
 742 us, H128 2503 -> 2280, decode b256 78.3 -> 71.2, b64 H128 56 -> 52; docs/attn-s10.md);
-`DSV4_ATTENTION_WS_EPILOGUE=regs` restores the register stores for the A/B. `DSV4_ATTENTION_COMBINE=fused`
-(opt-in, measured slower: decode b64 H64 40.2 us against 36.3) has the last CTA of each (row, head block)
-merge the splits instead of the combine kernel.
+`DSV4_ATTENTION_WS_EPILOGUE=regs` restores the register stores for the A/B. (A merge of the splits by the last
+CTA of each (row, head block) instead of the combine kernel measured slower, decode b64 H64 40.2 us against
+36.3, and was removed in session 11.)
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
 while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
@@ -58,14 +58,6 @@ WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 # ws: O staged in the free Q and buffer space and stored by one bulk copy a row (docs/attn-s10.md; the default
 # since session 10's call 2); DSV4_ATTENTION_WS_EPILOGUE=regs stores it from registers (64 STG a thread)
 WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs"
-# ws, split: DSV4_ATTENTION_COMBINE=fused has the last CTA of a (row, head block) merge the splits (an arrival
-# counter a unit in a cached int32 workspace) instead of the combine kernel, where there are at most
-# FUSED_MAX_SPLITS: that CTA reads the other splits' 128 KB partials alone (~1.1 us each from L2), while the
-# combine kernel spreads them over (row, head) CTAs; fused-all: at every split count. Opt-in: on the H200
-# (session 10, call 2, at every split count) decode b64 H64 took 40.2 us against 36.3 without it
-COMBINE = os.environ.get("DSV4_ATTENTION_COMBINE", "kernel")
-WS_FUSED_COMBINE = COMBINE in ("fused", "fused-all")
-FUSED_MAX_SPLITS = 1 << 30 if COMBINE == "fused-all" else 2
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -116,7 +108,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
-           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FUSED_COMBINE": int(WS_FUSED_COMBINE)}
+           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM)}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -124,9 +116,7 @@ _SPLIT = (*_OUT, "ptr part_out", "ptr part_lse", "i32 K", "i32 heads", "i32 chun
 _BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
 _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
-              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
-              # ws: then the fused merge's arrival counters (null: the combine kernel merges)
-              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "ptr counters"),
+              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair", "ws")},
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -193,30 +183,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     late = LATE_PV and kernel in ("pipe", "pair")
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
-                 threads=WS_THREADS if kernel == "ws" else H64_WARPS * 32, counters=kernel == "ws")
+                 threads=WS_THREADS if kernel == "ws" else H64_WARPS * 32)
     return out, lse
-
-
-_COUNTERS = {}  # device -> the fused merge's int32 arrival counters, all 0 between launches
-_OUTGROWN = []  # counters replaced by larger ones: kept, a captured graph may still use them
-
-
-def split_counters(device, units):
-    """The fused merge's arrival counters for `units` (row, head block)s on `device`, or None where the
-    combine kernel must merge: the switch is off, or the workspace would be made during a CUDA-graph
-    capture (its zero fill would only run at replay). Made once with zeros; the merging CTA sets its
-    counter back to 0, so launches and graph replays need no memset. Grown, never freed: a captured
-    graph keeps the address it saw. Launches on concurrent streams would share it (not supported)."""
-    if not WS_FUSED_COMBINE:
-        return None
-    counters = _COUNTERS.get(device)
-    if counters is None or counters.numel() < units:
-        if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        if counters is not None:
-            _OUTGROWN.append(counters)
-        counters = _COUNTERS[device] = torch.zeros(max(units, 4096), dtype=torch.int32, device=device)
-    return counters
 
 
 def outputs(q, layout, attn_sink):
@@ -228,14 +196,13 @@ def outputs(q, layout, attn_sink):
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
-                 template_tail="", threads=H64_WARPS * 32, counters=False):
+                 template_tail="", threads=H64_WARPS * 32):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
     the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
-    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). counters: the kernel takes
-    the fused merge's counters last (ws; split_counters), and where it gets them no combine kernel runs."""
+    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -247,14 +214,11 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    fused = counters and 1 < splits <= FUSED_MAX_SPLITS
-    merge_counters = split_counters(q.device, layout.batch * head_blocks) if fused else None
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            (layout.batch, head_blocks, splits), (threads,),
-           (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args,
-            *((merge_counters,) if counters else ())),
+           (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem)
-    if splits > 1 and merge_counters is None:
+    if splits > 1:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
