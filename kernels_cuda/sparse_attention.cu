@@ -15,7 +15,7 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -24,6 +24,8 @@ static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64
 static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
 static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence after a ready wait, on or off");
 static_assert(WS_EPILOGUE_SMEM == 0 || WS_EPILOGUE_SMEM == 1, "ws: O through shared memory and bulk copies, or not");
+static_assert(WS_FLAGS_SMEM == 0 || WS_FLAGS_SMEM == 1, "ws: the valid-row flags from the producer, or from the index list");
+static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and ex2.approx.ftz, or by exp2f");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2172,12 +2174,14 @@ __global__ void __launch_bounds__(256, 1)
 // they add at the end. Four named barriers carry the handshakes (max of A, max of the pair, P_A
 // stored, P_B stored): the side that only signals arrives without waiting.
 // Masked rows (-1, or past the split's end) are zero-filled by the copy (src-size 0) and their S
-// columns set to -inf from the indices, which each math thread reads itself (16 a pair).
-// Shared memory: alignment slack, Q, 2 buffers, P of both blocks, the max and sum exchange, 9 mbarriers.
+// columns set to -inf from the indices, which each math thread reads itself (16 a pair), or under
+// WS_FLAGS_SMEM from 16 bytes of flags the producer writes a pair (ws_flag_word; docs/attn-s11.md).
+// Shared memory: alignment slack, Q, 2 buffers, P of both blocks, the max and sum exchange, 9 mbarriers
+// (and the flags under WS_FLAGS_SMEM).
 #define WS_THREADS 384
 #define WS_MATH_REGS 216  // setmaxnreg: 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers
 #define WS_PRODUCER_REGS 72
-#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8)
+#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + WS_FLAGS_SMEM * 16)
 #define WS_HALF_BYTES (WG_MAT_BYTES / 2)  // 4 chunks of 64 dims
 enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
 
@@ -2237,6 +2241,82 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
         wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024), wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
+}
+
+// WS_FLAGS_SMEM: the producer's valid-row flags. Warp w of the producer holds the indices of rows
+// 4 w + i + 16 k (i = lane / 8, k = 0..3) of each block (copy_half's mapping); the lanes 8 i of `ballots[k]` (each
+// lane's ids >= 0) are those rows. Row r is column 8 nt + 2 t + e of the math thread with quad index t: here
+// t = 2 (w & 1) + (i >> 1), nt = (w >> 1) + 2 k, e = i & 1. Returns, for t = 2 (w & 1) + l (l = 0, 1), the bits
+// 2 nt + e the warp knows (the nt of parity w >> 1); the reader ORs the two warps' parts.
+__device__ __forceinline__ unsigned int ws_flag_part(const unsigned int (&ballots)[4], int w, int l) {
+    unsigned int word = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) word |= ((ballots[k] >> (8 * (2 * l + e))) & 1u) << (2 * ((w >> 1) + 2 * k) + e);
+    return word;
+}
+// the math thread's 16 flags of its block (bit 2 nt + e: column 8 nt + 2 t + e), as valid_bits gives them,
+// from the u16 flag_s[block][t][part] words
+__device__ __forceinline__ unsigned int ws_flag_word(unsigned int flags_addr, int block, int t) {
+    unsigned int both;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(both) : "r"(flags_addr + (block * 4 + t) * 4) : "memory");
+    return both | (both >> 16);  // bits 16.. are never read (masked_row_max reads bits 0..15)
+}
+
+// WS_SOFTMAX_FFMA: e^x as the one MUFU (results under 2^-126 flush to 0: a weight 1e-38 of the row's maximum)
+__device__ __forceinline__ float ws_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// masked_row_max over the raw S: masked columns -inf, the row maxima (quad-reduced) scaled to base 2 by
+// scale2 (> 0, so max(s) scale2 = max(s scale2)); s stays unscaled for ws_softmax_update
+__device__ __forceinline__ void ws_masked_row_max_raw(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
+                                                      float& mx_hi) {
+    mx_lo = -INFINITY;
+    mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        const bool v0 = (valid >> (2 * nt)) & 1u, v1 = (valid >> (2 * nt + 1)) & 1u;
+        s[4 * nt] = v0 ? s[4 * nt] : -INFINITY;
+        s[4 * nt + 1] = v1 ? s[4 * nt + 1] : -INFINITY;
+        s[4 * nt + 2] = v0 ? s[4 * nt + 2] : -INFINITY;
+        s[4 * nt + 3] = v1 ? s[4 * nt + 3] : -INFINITY;
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+    quad_row_max(mx_lo, mx_hi);
+    mx_lo *= scale2;
+    mx_hi *= scale2;
+}
+// softmax_update for raw s: P = e2(s scale2 - m) by one FFMA and one MUFU an element
+__device__ __forceinline__ void ws_softmax_update(float (&s)[32], float scale2, float mx_lo, float mx_hi, float& m_lo,
+                                                  float& m_hi, float& l_lo, float& l_hi, float& alpha_lo,
+                                                  float& alpha_hi) {
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    alpha_lo = ws_ex2(m_lo - use_lo);
+    alpha_hi = ws_ex2(m_hi - use_hi);
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        s[4 * nt] = ws_ex2(fmaf(s[4 * nt], scale2, -use_lo));
+        s[4 * nt + 1] = ws_ex2(fmaf(s[4 * nt + 1], scale2, -use_lo));
+        s[4 * nt + 2] = ws_ex2(fmaf(s[4 * nt + 2], scale2, -use_hi));
+        s[4 * nt + 3] = ws_ex2(fmaf(s[4 * nt + 3], scale2, -use_hi));
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+    m_lo = new_lo;
+    m_hi = new_hi;
 }
 
 // The ws epilogue through shared memory (WS_EPILOGUE_SMEM). Once both math warpgroups' last wgmma is done (the
@@ -2361,10 +2441,18 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
+#if WS_FLAGS_SMEM
+    // u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag writers'
+    // arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
+    const unsigned int flags_addr = bar_q + 72;
+#define WS_READY_COUNT(h) ((h) == 0 || (h) == 3 ? 136 : 128)
+#else
+#define WS_READY_COUNT(h) 128
+#endif
     if (threadIdx.x == 0) {
         mbar_init(bar_q, 128);
         for (int h = 0; h < 4; ++h) {
-            mbar_init(ready(h), 128);
+            mbar_init(ready(h), WS_READY_COUNT(h));
             mbar_init(free_bar(h), 128);
         }
         mbar_init_fence();
@@ -2429,13 +2517,37 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                                            src + c * 128, bytes, policy);
             }
         };
+        // WS_FLAGS_SMEM: block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so
+        // its reader has read the last pair's: it read them before it freed that half) and published by a
+        // release arrival on that half's ready barrier, which the reader waits on first
+#if WS_FLAGS_SMEM
+        auto publish_flags = [&](int blk, unsigned int bar) {
+            unsigned int ballots[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+            const int w = lt >> 5, l = lt & 31;
+            if (l < 2) {
+                const unsigned int word = ws_flag_part(ballots, w, l);
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                             "h"((unsigned short)word)
+                             : "memory");
+                mbar_arrive(bar);
+            }
+        };
+#endif
         load_ids(0);
         for (int j = 0; j < pairs; ++j) {
             const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
             mbar_wait(free_bar(0), parity);
+#if WS_FLAGS_SMEM
+            publish_flags(0, ready(0));
+#endif
             copy_half(0, 0);
             cp_async_mbar_arrive(ready(0));
             mbar_wait(free_bar(3), parity);
+#if WS_FLAGS_SMEM
+            publish_flags(1, ready(3));
+#endif
             copy_half(1, 1);
             cp_async_mbar_arrive(ready(3));
             mbar_wait(free_bar(1), parity);
@@ -2470,6 +2582,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
     // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
     // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
+    // WS_FLAGS_SMEM: the flags of the block whose S is issued, read after the first wait (ready[K0L] for warpgroup
+    // 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on). The switches are #if rather than
+    // constant conditions: with them off the kernel's text, and so its SASS, is the measured one
+#if WS_FLAGS_SMEM
+    unsigned int flag_word = 0;
+#endif
     auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
         const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
         const unsigned int parity = j & 1;
@@ -2478,6 +2596,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
         mbar_wait(ready(2 * half + first), parity);
+#if WS_FLAGS_SMEM
+        flag_word = ws_flag_word(flags_addr, half, t);
+#endif
         // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
         // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
         if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -2509,7 +2630,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+#if WS_SOFTMAX_FFMA
+        ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
         masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
     };
     // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
     // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
@@ -2532,12 +2657,21 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
         // the flags of the pair whose S is in flight, loaded before its issue (ptxas otherwise moved most of
         // the loads past the S wait, onto the path to the softmax)
+#if WS_FLAGS_SMEM
+        if (pairs > 0) issue_s(s, o, 0, 0, false);
+        unsigned int valid = flag_word;
+#else
         unsigned int valid = valid_bits(0);
         if (pairs > 0) issue_s(s, o, 0, 0, false);
+#endif
         for (int j = 0; j < pairs; ++j) {
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
+#if WS_SOFTMAX_FFMA
+            ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
             softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
             publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
             wg_wait0();
 #pragma unroll
@@ -2547,8 +2681,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             // the pair's max from warpgroup 1: P_A, O and l to it (scale 0 while this row saw nothing)
             wg_bar_sync(WS_BAR_MAX_PAIR, 256);
             const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+            const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+            const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
             const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
             const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
             m_lo = pair_lo;
             m_hi = pair_hi;
             l_lo *= sc_lo;
@@ -2566,8 +2705,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_pv_ss(o, p_addr + 64 * 128, other_v);
             wg_commit();
             if (j + 1 < pairs) {  // the next S_A under this P V
+#if WS_FLAGS_SMEM
+                issue_s(s, o, j + 1, 0, true);
+                valid = flag_word;
+#else
                 valid = valid_bits(j + 1);
                 issue_s(s, o, j + 1, 0, true);
+#endif
             } else {
                 wg_wait0();
 #pragma unroll
@@ -2578,13 +2722,23 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     } else {
         const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
         for (int j = 0; j < pairs; ++j) {
+#if WS_FLAGS_SMEM
+            issue_s(s, o, j, 1, false);
+            const unsigned int valid = flag_word;
+#else
             const unsigned int valid = valid_bits(j);  // as warpgroup 0's
             issue_s(s, o, j, 1, false);
+#endif
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
+#if WS_SOFTMAX_FFMA
+            ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                              alpha_lo, alpha_hi);
+#else
             softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
                               alpha_hi);
+#endif
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

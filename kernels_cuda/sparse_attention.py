@@ -58,6 +58,11 @@ WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 # ws: O staged in the free Q and buffer space and stored by one bulk copy a row (docs/attn-s10.md; the default
 # since session 10's call 2); DSV4_ATTENTION_WS_EPILOGUE=regs stores it from registers (64 STG a thread)
 WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs"
+# ws, opt-in until timed (docs/attn-s11.md): DSV4_ATTENTION_WS_FLAGS=smem has the producer write each block's
+# valid-row flags to shared memory (a math thread reads one word a pair instead of 16 index-list loads);
+# DSV4_ATTENTION_WS_SOFTMAX=ffma computes P as ex2.approx.ftz(S * scale - m), one FFMA and one MUFU an element
+WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "loads") == "smem"
+WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "exp2f") == "ffma"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -80,9 +85,9 @@ WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
-# ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers;
-# 3 warpgroups (2 math, 1 producer)
-WS_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8
+# ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers,
+# (WS_FLAGS_SMEM) the 16 bytes of flags; 3 warpgroups (2 math, 1 producer)
+WS_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + 16 * WS_FLAGS_SMEM
 WS_THREADS = 384
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
 PIPE_TILE, PIPE_BF16_STAGES = 32, 4
@@ -108,7 +113,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
-           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM)}
+           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
+           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA)}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
