@@ -53,6 +53,48 @@ def test_producer_fills_each_half_buffer_once_in_the_swizzled_layout(blk, r_half
             assert group == list(range(src // 128 * 128, src // 128 * 128 + 128, 16)), (lt, r, src)
 
 
+def ws_flag_part(ballots, w, lane):
+    """sparse_attention.cu's ws_flag_part: the bits (2 nt + e) producer warp w knows for t = 2 (w & 1) + lane."""
+    word = 0
+    for k in range(4):
+        for e in range(2):
+            word |= ((ballots[k] >> (8 * (2 * lane + e))) & 1) << (2 * ((w >> 1) + 2 * k) + e)
+    return word
+
+
+def flag_words_from_producer(valid):
+    """The u16 flag_s[block][t][part] the producer's publish_flags writes for a pair whose row validity is
+    valid[block][row]: warp w's ballot k over its lanes' ids[blk][k] (row lt / 8 + 16 k, lt = 32 w + lane)."""
+    words = {}
+    for blk in range(2):
+        for w in range(4):
+            ballots = [sum(int(valid[blk][(32 * w + lane) // 8 + 16 * k]) << lane for lane in range(32))
+                       for k in range(4)]
+            for lane in range(2):
+                key = (blk, 2 * (w & 1) + lane, w >> 1)
+                assert key not in words  # each u16 written by one lane
+                words[key] = ws_flag_part(ballots, w, lane)
+    return words
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_producer_flags_give_each_math_thread_its_valid_bits(seed):
+    rng = np.random.default_rng(seed)
+    valid = rng.random((2, 64)) < [0.5, 0.2, 0.9, 1.0][seed]
+    words = flag_words_from_producer(valid)
+    assert len(words) == 16 and all(0 <= v < 1 << 16 for v in words.values())
+    for blk in range(2):
+        for t in range(4):
+            # ws_flag_word: the u32 at (blk * 4 + t) * 4 holds part 0 (low half) and part 1; OR of the halves
+            both = words[(blk, t, 0)] | words[(blk, t, 1)] << 16
+            got = (both | both >> 16) & 0xFFFF
+            # valid_bits: bit 2 nt + e is column 8 nt + 2 t + e of the block
+            want = sum(int(valid[blk][8 * nt + 2 * t + e]) << (2 * nt + e) for nt in range(8) for e in range(2))
+            assert got == want, (blk, t, bin(got), bin(want))
+    # the two parts of a word never set the same bit (they cover the nt of one parity each)
+    assert all(words[(b, t, 0)] & words[(b, t, 1)] == 0 for b in range(2) for t in range(4))
+
+
 def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
     from harness import inputs
     launched = []
@@ -84,19 +126,25 @@ def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
 HALVES = ("K0L", "K0R", "K1L", "K1R")  # mbarrier index h = 2 buffer + (R half), as in the kernel
 
 
-def producer(pairs):
+def producer(pairs, flags=False, flag_arrival=True):
     order = [(0, 0), (1, 1), (0, 1), (1, 0)]  # (buffer, R half): K0L, K1R, K0R, K1L
     for j in range(pairs):
         for buf, r_half in order:
             h = 2 * buf + r_half
             yield ("mwait", f"free{h}", (j & 1) ^ 1)
+            if flags and h in (0, 3):  # WS_FLAGS_SMEM: block buf's flags, then a release arrival on ready[h]
+                yield ("write_flags", buf, 2 * j + buf)
+                if flag_arrival:
+                    yield ("marrive", f"ready{h}")
             yield ("copy", HALVES[h], 2 * j + buf, f"ready{h}")
 
 
-def math(wg, pairs):
+def math(wg, pairs, flags=False):
     def issue_s(j, first, release_k1l):
         own = [f"K{wg}L", f"K{wg}R"]
         yield ("mwait", f"ready{2 * wg + first}", j & 1)
+        if flags:  # the flags of the block whose S this is, read after that first wait
+            yield ("read_flags", wg, 2 * j + wg)
         yield ("wgmma", [(own[first], 2 * j + wg)])
         if release_k1l:
             yield ("wait_groups", 1)
@@ -142,14 +190,22 @@ def math(wg, pairs):
     yield ("bsync", "SUMS")
 
 
-def run_protocol(pairs, rng):
-    """Runs the three warpgroups to the end in a random interleaving; returns the reads each made."""
+def run_protocol(pairs, rng, flags=False, flag_arrival=True):
+    """Runs the three warpgroups to the end in a random interleaving; returns the reads each made. flags:
+    WS_FLAGS_SMEM's flag words, written by the producer and read by the math warpgroups (ready[K0L] and
+    ready[K1R] then need two arrivals a phase: the copies' and the flag writers'; flag_arrival=False drops the
+    writers' arrival and its count, the mistake the model must catch)."""
     completed = {b: 0 for b in ["q"] + [f"{k}{h}" for k in ("ready", "free") for h in range(4)]}
+    need = {b: 2 if flags and flag_arrival and b in ("ready0", "ready3") else 1 for b in completed}  # a phase's
+    arrived = {b: 0 for b in completed}
+    flag_words = {}  # block 0 / 1 -> the pair's block whose flags the shared words hold, as the readers see them
+    unpublished = {}  # flag stores not yet visible to the readers: a release arrival (or, at some time, the
+    # memory system) makes them so
     content = {"Q": 0}  # buffer -> block it holds once landed (absent while a copy is in flight)
     named = {}  # named barrier -> the warpgroups arrived in its current generation (2 complete it)
     groups = {0: [], 1: []}  # each math warpgroup's unfinished wgmma groups: lists of buffers read
     copies = []  # in flight: (buffer, block, mbarrier)
-    procs = {"p": producer(pairs), 0: math(0, pairs), 1: math(1, pairs)}
+    procs = {"p": producer(pairs, flags, flag_arrival), 0: math(0, pairs, flags), 1: math(1, pairs, flags)}
     pending = {k: op for k, op in ((k, next(g, None)) for k, g in procs.items()) if op is not None}
     reads, waiting_sync = [], set()
     completed["q"] += 1  # Q lands before anything in this model (its own mbarrier, waited once)
@@ -157,12 +213,26 @@ def run_protocol(pairs, rng):
     def reading(buf):
         return any(buf == b for wg in groups for grp in groups[wg] for b in grp)
 
+    def arrive(bar):
+        arrived[bar] += 1
+        if arrived[bar] == need[bar]:
+            arrived[bar] = 0
+            completed[bar] += 1
+
     def step(who, op):
         kind = op[0]
         if kind == "mwait":
             return completed[op[1]] % 2 != op[2]
         if kind == "marrive":
-            completed[op[1]] += 1
+            if who == "p":  # release: the producer's earlier stores are visible to whoever acquires the phase
+                flag_words.update(unpublished)
+                unpublished.clear()
+            arrive(op[1])
+        elif kind == "write_flags":
+            unpublished[op[1]] = op[2]
+        elif kind == "read_flags":
+            assert flag_words.get(op[1]) == op[2], (who, op, flag_words)
+            reads.append((who, f"flags{op[1]}", op[2]))
         elif kind == "copy":
             assert not reading(op[1]), f"{op[1]} overwritten while a wgmma reads it"
             content.pop(op[1], None)
@@ -196,6 +266,7 @@ def run_protocol(pairs, rng):
     while pending:
         steps = [("proc", k) for k in pending]
         finishes = [("copy", i) for i in range(len(copies))] + [("group", wg) for wg in groups if groups[wg]]
+        finishes += [("flags", blk) for blk in unpublished]
         rng.shuffle(steps)
         rng.shuffle(finishes)
         # copies and wgmma groups finish late more often than not, so the warpgroups run ahead of them
@@ -211,10 +282,14 @@ def run_protocol(pairs, rng):
                         pending[key] = nxt
                     progressed = True
                     break
+            elif kind == "flags":
+                flag_words[key] = unpublished.pop(key)
+                progressed = True
+                break
             elif kind == "copy":
                 buf, block, bar = copies.pop(key)
                 content[buf] = block
-                completed[bar] += 1  # cp.async.mbarrier.arrive.noinc: when the copies have landed
+                arrive(bar)  # cp.async.mbarrier.arrive.noinc: when the copies have landed
                 progressed = True
                 break
             else:
@@ -225,16 +300,32 @@ def run_protocol(pairs, rng):
     return reads
 
 
+@pytest.mark.parametrize("flags", [False, True])
 @pytest.mark.parametrize("pairs", [0, 1, 2, 5])
-def test_handshakes_never_deadlock_and_every_read_sees_its_block(pairs):
+def test_handshakes_never_deadlock_and_every_read_sees_its_block(pairs, flags):
     rng = np.random.default_rng(pairs)
     for _ in range(40):
-        reads = run_protocol(pairs, rng)
+        reads = run_protocol(pairs, rng, flags)
         # every block's two halves are read for S by its owner and as V by both warpgroups
         for j in range(2 * pairs):
             buf = j % 2
             assert sum(1 for _, b, blk in reads if blk == j and b.startswith(f"K{buf}")) == 4, (j, reads)
+            # and its flags once, by its owner, holding that block's (a rewrite before the read would fail there)
+            assert [w for w, b, blk in reads if b.startswith("flags") and blk == j] == ([buf] if flags else [])
         assert sum(1 for _, b, _ in reads if b == "Q") == 2 * pairs
+
+
+def test_flag_model_fails_when_the_flags_are_published_without_their_arrival():
+    # the flag writer's arrival dropped (and the count back to the copies' alone): a phase of ready[K0L] can
+    # complete before the flags are written, and some interleaving reads the last pair's
+    rng = np.random.default_rng(7)
+    failures = 0
+    for _ in range(40):
+        try:
+            run_protocol(3, rng, flags=True, flag_arrival=False)
+        except AssertionError:
+            failures += 1
+    assert failures > 0
 
 
 # ---------------------------------------------------------------------------------------------
