@@ -126,89 +126,129 @@ def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
 HALVES = ("K0L", "K0R", "K1L", "K1R")  # mbarrier index h = 2 buffer + (R half), as in the kernel
 
 
-def producer(pairs, flags=False, flag_arrival=True):
-    order = [(0, 0), (1, 1), (0, 1), (1, 0)]  # (buffer, R half): K0L, K1R, K0R, K1L
-    for j in range(pairs):
-        for buf, r_half in order:
-            h = 2 * buf + r_half
-            yield ("mwait", f"free{h}", (j & 1) ^ 1)
-            if flags and h in (0, 3):  # WS_FLAGS_SMEM: block buf's flags, then a release arrival on ready[h]
-                yield ("write_flags", buf, 2 * j + buf)
-                if flag_arrival:
-                    yield ("marrive", f"ready{h}")
-            yield ("copy", HALVES[h], 2 * j + buf, f"ready{h}")
+def producer(pairs, flags=False, flag_arrival=True, items=None):
+    """items (WS_PERSISTENT): the pair counts of the CTA's (row, head block) items in order; the producer then
+    copies each item's Q once the math warpgroups freed the last one's (q_free), and the global pair count g
+    runs on across items (the mbarrier parities continue)."""
+    g = 0
+    for i, item_pairs in enumerate([pairs] if items is None else items):
+        if items is not None:
+            if i:
+                yield ("mwait", "q_free", (i - 1) & 1)
+            yield ("copy", "Q", i, "q")
+        for j in range(item_pairs):
+            # K0L, K1R, K0R, K1L; an item's first pair fills buffer 0 first (buffer 1 may still hold the
+            # last item's staged output, freed by its bulk copies)
+            first_of_item = items is not None and j == 0
+            order = [(0, 0), (0, 1), (1, 1), (1, 0)] if first_of_item else [(0, 0), (1, 1), (0, 1), (1, 0)]
+            for buf, r_half in order:
+                h = 2 * buf + r_half
+                yield ("mwait", f"free{h}", (g & 1) ^ 1)
+                if flags and h in (0, 3):  # WS_FLAGS_SMEM: block buf's flags, then a release arrival on ready[h]
+                    yield ("write_flags", buf, 2 * g + buf)
+                    if flag_arrival:
+                        yield ("marrive", f"ready{h}")
+                yield ("copy", HALVES[h], 2 * g + buf, f"ready{h}")
+            g += 1
 
 
-def math(wg, pairs, flags=False):
-    def issue_s(j, first, release_k1l):
+def math(wg, pairs, flags=False, items=None):
+    """items: as producer's. Per item: Q waited with the item's parity, q_free arrived once this warpgroup's
+    last S is done; the last pair's K1L (warpgroup 0) / K1R (warpgroup 1) freed only after the epilogue
+    staged O in buffer 1 and its bulk copies read it (the staged rows 0..31 lie in K1L, 32..63 in K1R)."""
+    def issue_s(g, i, first, release_k1l):
         own = [f"K{wg}L", f"K{wg}R"]
-        yield ("mwait", f"ready{2 * wg + first}", j & 1)
+        yield ("mwait", f"ready{2 * wg + first}", g & 1)
         if flags:  # the flags of the block whose S this is, read after that first wait
-            yield ("read_flags", wg, 2 * j + wg)
-        yield ("wgmma", [(own[first], 2 * j + wg)])
+            yield ("read_flags", wg, 2 * g + wg)
+        yield ("wgmma", [(own[first], 2 * g + wg)])
         if release_k1l:
             yield ("wait_groups", 1)
             yield ("marrive", "free2")
-        yield ("mwait", f"ready{2 * wg + (first ^ 1)}", j & 1)
-        yield ("wgmma", [(own[first ^ 1], 2 * j + wg), ("Q", 0)])
+        yield ("mwait", f"ready{2 * wg + (first ^ 1)}", g & 1)
+        yield ("wgmma", [(own[first ^ 1], 2 * g + wg), ("Q", i)])
 
-    yield ("mwait", "q", 0)
-    if wg == 0:
-        if pairs:
-            yield from issue_s(0, 0, False)
-        for j in range(pairs):
-            yield ("wait_groups", 0)
-            yield ("barrive", "MAX_A")
-            yield ("wgmma", [("K0L", 2 * j)])  # O_L += P_A V_A,L (P from registers)
-            yield ("wait_groups", 0)
-            yield ("marrive", "free0")
-            yield ("bsync", "MAX_PAIR")
-            yield ("store_p", "P0", 2 * j)
-            yield ("barrive", "P_A")
-            yield ("bsync", "P_B")
-            yield ("wgmma", [("P1", 2 * j + 1), ("K1L", 2 * j + 1)])
-            if j + 1 < pairs:
-                yield from issue_s(j + 1, 0, True)
-            else:
+    persistent = items is not None
+    g0 = 0
+    for i, item_pairs in enumerate([pairs] if items is None else items):
+        yield ("mwait", "q", i & 1)
+        last = item_pairs - 1
+        if wg == 0:
+            if item_pairs:
+                yield from issue_s(g0, i, 0, False)
+            for j in range(item_pairs):
+                g = g0 + j
                 yield ("wait_groups", 0)
-                yield ("marrive", "free2")
-    else:
-        for j in range(pairs):
-            yield from issue_s(j, 1, False)
-            yield ("wait_groups", 0)
-            yield ("bsync", "MAX_A")
-            yield ("barrive", "MAX_PAIR")
-            yield ("wgmma", [("K1R", 2 * j + 1)])
-            yield ("store_p", "P1", 2 * j + 1)
-            yield ("bsync", "P_A")
-            yield ("wgmma", [("P0", 2 * j), ("K0R", 2 * j)])
-            yield ("barrive", "P_B")
-            yield ("wait_groups", 1)
-            yield ("marrive", "free3")
-            yield ("wait_groups", 0)
-            yield ("marrive", "free1")
-    yield ("bsync", "SUMS")
+                if persistent and j == last:
+                    yield ("marrive", "q_free")  # both S of the item done: Q may be refilled
+                yield ("barrive", "MAX_A")
+                yield ("wgmma", [("K0L", 2 * g)])  # O_L += P_A V_A,L (P from registers)
+                yield ("wait_groups", 0)
+                yield ("marrive", "free0")
+                yield ("bsync", "MAX_PAIR")
+                yield ("store_p", "P0", 2 * g)
+                yield ("barrive", "P_A")
+                yield ("bsync", "P_B")
+                yield ("wgmma", [("P1", 2 * g + 1), ("K1L", 2 * g + 1)])
+                if j + 1 < item_pairs:
+                    yield from issue_s(g + 1, i, 0, True)
+                else:
+                    yield ("wait_groups", 0)
+                    if not persistent:
+                        yield ("marrive", "free2")
+        else:
+            for j in range(item_pairs):
+                g = g0 + j
+                yield from issue_s(g, i, 1, False)
+                yield ("wait_groups", 0)
+                if persistent and j == last:
+                    yield ("marrive", "q_free")
+                yield ("bsync", "MAX_A")
+                yield ("barrive", "MAX_PAIR")
+                yield ("wgmma", [("K1R", 2 * g + 1)])
+                yield ("store_p", "P1", 2 * g + 1)
+                yield ("bsync", "P_A")
+                yield ("wgmma", [("P0", 2 * g), ("K0R", 2 * g)])
+                yield ("barrive", "P_B")
+                yield ("wait_groups", 1)
+                if not (persistent and j == last):
+                    yield ("marrive", "free3")
+                yield ("wait_groups", 0)
+                yield ("marrive", "free1")
+        yield ("bsync", "SUMS")
+        if persistent:  # the epilogue: O staged in buffer 1, a barrier, the bulk copies, then buffer 1 freed
+            yield ("stage", ["K1L", "K1R"], ("out", i))
+            yield ("bsync", "SUMS")
+            own = "K1L" if wg == 0 else "K1R"
+            yield ("bulk_read", own, ("out", i))
+            yield ("marrive", "free2" if wg == 0 else "free3")
+        g0 += item_pairs
 
 
-def run_protocol(pairs, rng, flags=False, flag_arrival=True):
+def run_protocol(pairs, rng, flags=False, flag_arrival=True, items=None):
     """Runs the three warpgroups to the end in a random interleaving; returns the reads each made. flags:
     WS_FLAGS_SMEM's flag words, written by the producer and read by the math warpgroups (ready[K0L] and
     ready[K1R] then need two arrivals a phase: the copies' and the flag writers'; flag_arrival=False drops the
-    writers' arrival and its count, the mistake the model must catch)."""
-    completed = {b: 0 for b in ["q"] + [f"{k}{h}" for k in ("ready", "free") for h in range(4)]}
+    writers' arrival and its count, the mistake the model must catch). items: the persistent variant's items
+    (producer's), Q then copied by the producer for each."""
+    completed = {b: 0 for b in ["q", "q_free"] + [f"{k}{h}" for k in ("ready", "free") for h in range(4)]}
     need = {b: 2 if flags and flag_arrival and b in ("ready0", "ready3") else 1 for b in completed}  # a phase's
+    need["q_free"] = 2  # one arrival a math warpgroup (its 128 threads)
     arrived = {b: 0 for b in completed}
     flag_words = {}  # block 0 / 1 -> the pair's block whose flags the shared words hold, as the readers see them
     unpublished = {}  # flag stores not yet visible to the readers: a release arrival (or, at some time, the
     # memory system) makes them so
-    content = {"Q": 0}  # buffer -> block it holds once landed (absent while a copy is in flight)
+    content = {} if items is not None else {"Q": 0}  # buffer -> block it holds once landed (absent while a copy
+    # is in flight)
     named = {}  # named barrier -> the warpgroups arrived in its current generation (2 complete it)
     groups = {0: [], 1: []}  # each math warpgroup's unfinished wgmma groups: lists of buffers read
     copies = []  # in flight: (buffer, block, mbarrier)
-    procs = {"p": producer(pairs, flags, flag_arrival), 0: math(0, pairs, flags), 1: math(1, pairs, flags)}
+    procs = {"p": producer(pairs, flags, flag_arrival, items), 0: math(0, pairs, flags, items),
+             1: math(1, pairs, flags, items)}
     pending = {k: op for k, op in ((k, next(g, None)) for k, g in procs.items()) if op is not None}
-    reads, waiting_sync = [], set()
-    completed["q"] += 1  # Q lands before anything in this model (its own mbarrier, waited once)
+    reads, waiting_sync, released = [], set(), set()
+    if items is None:
+        completed["q"] += 1  # Q lands before anything in this model (its own mbarrier, waited once)
 
     def reading(buf):
         return any(buf == b for wg in groups for grp in groups[wg] for b in grp)
@@ -228,6 +268,13 @@ def run_protocol(pairs, rng, flags=False, flag_arrival=True):
                 flag_words.update(unpublished)
                 unpublished.clear()
             arrive(op[1])
+        elif kind == "stage":  # generic stores into buffers no wgmma reads and no copy fills
+            for buf in op[1]:
+                assert not reading(buf) and all(c[0] != buf for c in copies), f"{buf} staged while in use"
+                content[buf] = op[2]
+        elif kind == "bulk_read":
+            assert content.get(op[1]) == op[2], (who, op, content.get(op[1]))
+            reads.append((who, op[1], op[2]))
         elif kind == "write_flags":
             unpublished[op[1]] = op[2]
         elif kind == "read_flags":
@@ -235,6 +282,7 @@ def run_protocol(pairs, rng, flags=False, flag_arrival=True):
             reads.append((who, f"flags{op[1]}", op[2]))
         elif kind == "copy":
             assert not reading(op[1]), f"{op[1]} overwritten while a wgmma reads it"
+            assert all(c[0] != op[1] for c in copies), f"{op[1]}: a second copy while one is in flight"
             content.pop(op[1], None)
             copies.append((op[1], op[2], op[3]))
         elif kind == "wgmma":
@@ -252,15 +300,22 @@ def run_protocol(pairs, rng, flags=False, flag_arrival=True):
             assert who not in named.setdefault(op[1], set()), (who, op[1])
             named[op[1]].add(who)
         elif kind == "bsync":
+            if (who, op[1]) in released:  # the generation it waited in completed
+                released.discard((who, op[1]))
+                return True
             if (who, op[1]) not in waiting_sync:
                 assert who not in named.setdefault(op[1], set()), (who, op[1])
                 waiting_sync.add((who, op[1]))
                 named[op[1]].add(who)
             if len(named[op[1]]) < 2:
                 return False
-            waiting_sync.discard((who, op[1]))
-            if not any(n == op[1] for _, n in waiting_sync):
-                named[op[1]] = set()  # both passed: the barrier's next generation
+            # the second arrival completes the generation: every waiter is released and the barrier starts
+            # its next generation at once (so the same id can be synced again right away, as in bar.sync)
+            for other in named[op[1]]:
+                if (other, op[1]) in waiting_sync and other != who:
+                    released.add((other, op[1]))
+                waiting_sync.discard((other, op[1]))
+            named[op[1]] = set()
         return True
 
     while pending:
@@ -313,6 +368,47 @@ def test_handshakes_never_deadlock_and_every_read_sees_its_block(pairs, flags):
             # and its flags once, by its owner, holding that block's (a rewrite before the read would fail there)
             assert [w for w, b, blk in reads if b.startswith("flags") and blk == j] == ([buf] if flags else [])
         assert sum(1 for _, b, _ in reads if b == "Q") == 2 * pairs
+
+
+@pytest.mark.parametrize("flags", [False, True])
+@pytest.mark.parametrize("items", [[1, 1, 1], [3, 2], [2, 5, 1, 1]])
+def test_persistent_handshakes_carry_parities_q_and_the_staged_output_across_items(items, flags):
+    rng = np.random.default_rng(len(items))
+    for _ in range(40):
+        reads = run_protocol(0, rng, flags, items=items)
+        for block in range(2 * sum(items)):  # global block numbers: both halves read as S and as V, flags once
+            buf = block % 2
+            assert sum(1 for _, b, blk in reads if blk == block and b.startswith(f"K{buf}")) == 4, (block, reads)
+            assert len([w for w, b, blk in reads if b.startswith("flags") and blk == block]) == int(flags)
+        for i, pairs in enumerate(items):  # each item's Q by its own S, its output read back from both halves
+            assert sum(1 for _, b, blk in reads if b == "Q" and blk == i) == 2 * pairs
+            assert sorted((w, b) for w, b, blk in reads if blk == ("out", i)) == [(0, "K1L"), (1, "K1R")]
+
+
+def test_persistent_model_fails_when_buffer_1_is_freed_before_the_epilogue():
+    # the last pair's K1R freed by warpgroup 1 as in the one-item kernel: the producer refills it for the next
+    # item while the epilogue stages or copies out of it
+    original = math
+
+    def early_free(wg, pairs, flags=False, items=None):
+        ops = list(original(wg, pairs, flags, items))
+        if wg == 1:  # item 0's post-epilogue free3 moved before its sums barrier (after its last P V waits)
+            at = ops.index(("bulk_read", "K1R", ("out", 0))) + 1
+            assert ops.pop(at) == ("marrive", "free3")
+            ops.insert(ops.index(("bsync", "SUMS")), ("marrive", "free3"))
+        yield from ops
+    rng = np.random.default_rng(3)
+    failures = 0
+    try:
+        globals()["math"] = early_free
+        for _ in range(40):
+            try:
+                run_protocol(0, rng, items=[2, 2])
+            except AssertionError:
+                failures += 1
+    finally:
+        globals()["math"] = original
+    assert failures > 0
 
 
 def test_flag_model_fails_when_the_flags_are_published_without_their_arrival():
