@@ -15,7 +15,8 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come from
+// sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -26,6 +27,7 @@ static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence a
 static_assert(WS_EPILOGUE_SMEM == 0 || WS_EPILOGUE_SMEM == 1, "ws: O through shared memory and bulk copies, or not");
 static_assert(WS_FLAGS_SMEM == 0 || WS_FLAGS_SMEM == 1, "ws: the valid-row flags from the producer, or from the index list");
 static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and ex2.approx.ftz, or by exp2f");
+static_assert(WS_PERSISTENT == 0 || WS_PERSISTENT == 1, "ws: unsplit launches as a persistent grid over the items, or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2181,7 +2183,7 @@ __global__ void __launch_bounds__(256, 1)
 #define WS_THREADS 384
 #define WS_MATH_REGS 216  // setmaxnreg: 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers
 #define WS_PRODUCER_REGS 72
-#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + WS_FLAGS_SMEM * 16)
+#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + WS_FLAGS_SMEM * 16 + WS_PERSISTENT * 8)
 #define WS_HALF_BYTES (WG_MAT_BYTES / 2)  // 4 chunks of 64 dims
 enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
 
@@ -2419,14 +2421,411 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
         part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
 }
+#if WS_PERSISTENT
+// WS_PERSISTENT's epilogue (unsplit): out = O / (l [+ exp(sink - m)]) as bf16, staged in buffer 1 at
+// stage_addr (64 rows at pitch 1024, unit u of row r at ((u + r) mod 64) x 16), then lane 0 of math warp w
+// copies rows 8 w .. 8 w + 7 out, two linear pieces a row (global units 0 .. 63 - r from staged unit r on,
+// units 64 - r .. 63 from staged unit 0), waits for the reads and, where free_addr is not 0, arrives on it
+// with count 32 (warps 0..3: rows 0..31, K1L's bytes; warps 4..7: K1R's), freeing the half for the producer
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo,
+                                                       float l_hi, unsigned int stage_addr, int b, int hb,
+                                                       const float* sink, unsigned short* out, float* lse, int heads,
+                                                       unsigned int free_addr) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
+    const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = hb * 64;
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    {  // ws_stage_bf16's stmatrix.x4 stores at the rotated units
+        const int mat = lane >> 3;
+        const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
+        const int u0 = half * 32 + (mat >> 1) + row;
+        const unsigned int row_addr = stage_addr + row * 1024;
+#pragma unroll
+        for (int j = 0; j < 32; j += 2)
+            stmatrix_x4(row_addr + ((u0 + j) & 63) * 16, pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo),
+                        pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi),
+                        pack_bf16(o[4 * j + 4] * inv_lo, o[4 * j + 5] * inv_lo),
+                        pack_bf16(o[4 * j + 6] * inv_hi, o[4 * j + 7] * inv_hi));
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy (bulk) reads
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    const int w = __shfl_sync(0xffffffffu, warp, 0);
+    if (lane == 0) {
+        unsigned char* dst = reinterpret_cast<unsigned char*>(out + ((long long)b * heads + h0) * DIM);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int r = 8 * w + i;
+            const unsigned int src = stage_addr + r * 1024;
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024),
+                         "r"(src + r * 16), "r"((64 - r) * 16)
+                         : "memory");
+            if (r > 0)
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024 + (64 - r) * 16),
+                             "r"(src), "r"(r * 16)
+                             : "memory");
+        }
+        bulk_commit();
+        bulk_wait_read<0>();
+        if (free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(free_addr) : "memory");
+    }
+    if (half == 0 && t == 0) {
+        const long long row = (long long)b * heads + h0 + r_lo;
+        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+}
+#endif
+#if WS_PERSISTENT
+// WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
+// each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
+// row, the order the one-item grid ran them in). The pair schedule is the one-item kernel's; across items:
+// - the global pair count g carries the ready / free parities on; Q has its own phase an item (bar_q, the
+//   producer's 128 noinc arrivals) and is refilled once both math warpgroups' last S of the item is done
+//   (q_free: 256 arrivals, each math thread after its last finish_s), under that item's last P V;
+// - an item's first pair fills buffer 0 first (K0L, K0R, K1R, K1L): buffer 1 may still hold the last item's
+//   output, which the epilogue stages there (64 rows at pitch 1024, 16-byte unit u of row r at
+//   ((u + r) mod 64), so a stmatrix's 8 rows of one unit land on 8 bank groups) once both warpgroups' last
+//   P V are done (the sums barrier); the staged rows 0..31 lie in K1L, 32..63 in K1R, and the last pair's
+//   free[K1L] / free[K1R] arrivals come from math warps 0..3 / 4..7's copying lanes (count 32 each) after
+//   their bulk copies have read them, not from the warpgroups after their P V;
+// - O, m, l restart an item; named barriers as in the one-item kernel (SUMS twice: sums, then the staging).
+// Shared memory: the kernel's, then q_free (8 bytes) and the flags (WS_FLAGS_SMEM) after the 9 mbarriers.
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
+                                              const float* sink, unsigned short* out, float* lse, int K, int heads,
+                                              float sm_scale, int batch) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    unsigned char* q_s = smem;                                     // [64 heads] swizzled
+    unsigned char* kv_s = q_s + WG_MAT_BYTES;                      // [2 buffers][64 rows] swizzled
+    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                  // [2 blocks][64 heads x 64 rows] bf16 swizzled
+    float* max_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);   // [2 warpgroups][64 heads]
+    float* sum_s = max_s + 2 * 64;                                 // [2 warpgroups][64 heads]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
+    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
+    const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
+    auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
+    auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
+    const unsigned int q_free = bar_q + 72;
+#if WS_FLAGS_SMEM
+    const unsigned int flags_addr = bar_q + 80;
+#endif
+    if (threadIdx.x == 0) {
+        mbar_init(bar_q, 128);
+        for (int h = 0; h < 4; ++h) {
+            mbar_init(ready(h), WS_FLAGS_SMEM && (h == 0 || h == 3) ? 136 : 128);
+            mbar_init(free_bar(h), 128);
+        }
+        mbar_init(q_free, 256);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    pdl_launch_dependents();
+
+    const int items = batch * (heads / 64);
+    const int n = max(K, 0);  // unsplit: every item's list is the whole row
+    const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
+    auto pair_count = [&]() {
+        int m = n;
+        asm volatile("" : "+r"(m));
+        return (m + 127) / 128;
+    };
+
+    if (warpgroup == 2) {  // the producer
+        setmaxnreg_dec<WS_PRODUCER_REGS>();
+        const int pairs = pair_count();
+        const int unit = lt & 7, row0 = lt >> 3;
+        const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
+        const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
+        const unsigned long long policy = evict_last_policy();
+        int ids[2][4];
+        int g = 0, it = 0;  // global pair count, this CTA's item count
+        for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
+            const int b = item % batch, hb = item / batch;
+            const int* idx_row = indices + (long long)b * K;
+            if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
+            {
+                const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
+                const int piece = lt & 63;
+#pragma unroll 8
+                for (int r = lt >> 6; r < 64; r += 2)
+                    cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+                cp_async_mbar_arrive(bar_q);
+            }
+            auto load_ids = [&](int pair) {
+#pragma unroll
+                for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        const int i = pair * 128 + blk * 64 + row0 + 16 * k;
+                        ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
+                    }
+            };
+            // half buffer h (2 buffer + R half) of the pair in ids, after its free wait; the flags of block
+            // h / 2 with K0L / K1R (as in the one-item kernel). Called with constant h only (inlined, ids[h / 2]
+            // stays in registers; a runtime h put ids on the stack)
+            auto fill = [&](int h, unsigned int parity) {
+                const int blk = h >> 1, r_half = h & 1;
+                mbar_wait(free_bar(h), parity);
+#if WS_FLAGS_SMEM
+                if (h == 0 || h == 3) {
+                    unsigned int ballots[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+                    const int w = lt >> 5, l = lt & 31;
+                    if (l < 2) {
+                        const unsigned int word = ws_flag_part(ballots, w, l);
+                        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                                     "h"((unsigned short)word)
+                                     : "memory");
+                        mbar_arrive(ready(h));
+                    }
+                }
+#endif
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int idx = ids[blk][k];
+                    const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
+                    const unsigned int bytes = idx >= 0 ? 16u : 0u;
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
+                                               src + c * 128, bytes, policy);
+                }
+                cp_async_mbar_arrive(ready(h));
+            };
+            load_ids(0);
+            for (int j = 0; j < pairs; ++j, ++g) {
+                const unsigned int parity = (g & 1) ^ 1;
+                fill(0, parity);
+                if (j == 0) {  // an item's first pair: buffer 0 before buffer 1 (the last item's staged output)
+                    fill(1, parity);
+                    fill(3, parity);
+                } else {
+                    fill(3, parity);
+                    fill(1, parity);
+                }
+                fill(2, parity);
+                load_ids(j + 1);
+            }
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        return;
+    }
+
+    setmaxnreg_inc<WS_MATH_REGS>();
+    const int pairs = pair_count();
+    const int half = warpgroup;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;
+    const float scale2 = sm_scale * LOG2E;
+    float o[128];
+    float s[32];
+    unsigned int p[4][4];
+    int g0 = 0, it = 0;  // the item's first global pair, this CTA's item count
+    for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
+        const int b = item % batch, hb = item / batch;
+        const int* idx_row = indices + (long long)b * K;
+        auto valid_bits = [&](int j) {
+            unsigned int v = 0;
+#pragma unroll
+            for (int c = 0; c < 16; ++c) {
+                const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
+                if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
+            }
+            return v;
+        };
+#if WS_FLAGS_SMEM
+        unsigned int flag_word = 0;
+#endif
+        // as the one-item kernel's, j the item's pair (the parity from g0 + j)
+        auto issue_s = [&](int j, int first, bool release_k1l) {
+            const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
+            const unsigned int parity = (g0 + j) & 1;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+            mbar_wait(ready(2 * half + first), parity);
+#if WS_FLAGS_SMEM
+            flag_word = ws_flag_word(flags_addr, half, t);
+#endif
+            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_fence();
+            wg_s_half(s, q_addr, k_addr, 4 * first);
+            wg_commit();
+            if (release_k1l) {
+                wg_wait1();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(2));
+            }
+            mbar_wait(ready(2 * half + (first ^ 1)), parity);
+            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_fence();
+            wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
+            wg_commit();
+        };
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] = 0.f;
+        float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+        // this warpgroup's S landed; after the item's last, Q is free (q_free)
+        auto finish_s = [&](unsigned int valid, float& mx_lo, float& mx_hi, bool last) {
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+            if (last) mbar_arrive(q_free);
+#if WS_SOFTMAX_FFMA
+            ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
+            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
+        };
+        auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+            if (t == 0) {
+                max_s[at + r_lo] = m_lo;
+                max_s[at + r_hi] = m_hi;
+            }
+            wg_bar_arrive(bar);
+            rescale_o(o, alpha_lo, alpha_hi);
+            p_fragments(s, p);
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            wg_fence();
+            wg_pv_rs(o, p, v_addr);
+            wg_commit();
+        };
+        mbar_wait(bar_q, it & 1);
+        if (pairs == 0) mbar_arrive(q_free);  // no S reads this item's Q
+        if (half == 0) {
+            const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;
+#if WS_FLAGS_SMEM
+            if (pairs > 0) issue_s(0, 0, false);
+            unsigned int valid = flag_word;
+#else
+            unsigned int valid = valid_bits(0);
+            if (pairs > 0) issue_s(0, 0, false);
+#endif
+            for (int j = 0; j < pairs; ++j) {
+                float mx_lo, mx_hi, alpha_lo, alpha_hi;
+                finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
+#if WS_SOFTMAX_FFMA
+                ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
+                softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
+                publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
+                wg_wait0();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(0));
+                wg_bar_sync(WS_BAR_MAX_PAIR, 256);
+                const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+                const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+                const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
+                const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
+                const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
+                m_lo = pair_lo;
+                m_hi = pair_hi;
+                l_lo *= sc_lo;
+                l_hi *= sc_hi;
+#pragma unroll
+                for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+                store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                wg_bar_arrive(WS_BAR_P_A);
+                rescale_o(o, sc_lo, sc_hi);
+                wg_bar_sync(WS_BAR_P_B, 256);
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                wg_fence();
+                wg_pv_ss(o, p_addr + 64 * 128, other_v);
+                wg_commit();
+                if (j + 1 < pairs) {
+#if WS_FLAGS_SMEM
+                    issue_s(j + 1, 0, true);
+                    valid = flag_word;
+#else
+                    valid = valid_bits(j + 1);
+                    issue_s(j + 1, 0, true);
+#endif
+                } else {
+                    wg_wait0();  // K1L's last read done; freed after the epilogue's copies out of it
+#pragma unroll
+                    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                }
+            }
+        } else {
+            const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;
+            for (int j = 0; j < pairs; ++j) {
+#if WS_FLAGS_SMEM
+                issue_s(j, 1, false);
+                const unsigned int valid = flag_word;
+#else
+                const unsigned int valid = valid_bits(j);
+                issue_s(j, 1, false);
+#endif
+                float mx_lo, mx_hi, alpha_lo, alpha_hi;
+                finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
+                wg_bar_sync(WS_BAR_MAX_A, 256);
+#if WS_SOFTMAX_FFMA
+                ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                  alpha_lo, alpha_hi);
+#else
+                softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                  alpha_lo, alpha_hi);
+#endif
+                publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
+                store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                wg_bar_sync(WS_BAR_P_A, 256);
+                wg_pv_ss(o, p_addr, other_v);
+                wg_commit();
+                wg_bar_arrive(WS_BAR_P_B);
+                wg_wait1();
+                if (j + 1 < pairs) mbar_arrive(free_bar(3));  // the last pair's: after the epilogue's copies
+                wg_wait0();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(1));
+            }
+        }
+        if (t == 0) {
+            sum_s[half * 64 + r_lo] = l_lo;
+            sum_s[half * 64 + r_hi] = l_hi;
+        }
+        wg_bar_sync(WS_BAR_SUMS, 256);  // both warpgroups' sums, and their last P V done: buffer 1 is free
+        l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
+        l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+        ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
+                                         pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+    }
+}
+#endif
 #endif
 
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                             int chunk, float sm_scale) {
+                             int chunk, float sm_scale, int batch) {
 #if WG_AVAILABLE
+#if WS_PERSISTENT
+    if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
+        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, K, heads, sm_scale, batch);
+        return;
+    }
+#endif
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     unsigned char* q_s = smem;                                     // [64 heads] swizzled

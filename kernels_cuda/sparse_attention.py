@@ -63,6 +63,9 @@ WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs
 # DSV4_ATTENTION_WS_SOFTMAX=ffma computes P as ex2.approx.ftz(S * scale - m), one FFMA and one MUFU an element
 WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "loads") == "smem"
 WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "exp2f") == "ffma"
+# ws, opt-in until timed: DSV4_ATTENTION_PERSISTENT=1 runs unsplit launches as a grid of at most one CTA an SM,
+# each looping over (row, head block) items (the next item's Q and first gather under the last one's epilogue)
+WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "0") == "1"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -86,8 +89,9 @@ WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
 # ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers,
-# (WS_FLAGS_SMEM) the 16 bytes of flags; 3 warpgroups (2 math, 1 producer)
-WS_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + 16 * WS_FLAGS_SMEM
+# (WS_FLAGS_SMEM) the 16 bytes of flags, (WS_PERSISTENT) the q_free mbarrier; 3 warpgroups (2 math, 1 producer)
+WS_SHARED_BYTES = (1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + 16 * WS_FLAGS_SMEM
+                   + 8 * WS_PERSISTENT)
 WS_THREADS = 384
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
 PIPE_TILE, PIPE_BF16_STAGES = 32, 4
@@ -114,7 +118,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
-           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA)}
+           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -122,7 +126,8 @@ _SPLIT = (*_OUT, "ptr part_out", "ptr part_lse", "i32 K", "i32 heads", "i32 chun
 _BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
 _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
-              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair", "ws")},
+              **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
+              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch"),  # batch: the persistent grid's item count
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -187,9 +192,12 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WG2_PAIR, "pipe": PIPE_TILE,
             "pair": PIPE_TILE}.get(kernel, TILE)
     late = LATE_PV and kernel in ("pipe", "pair")
+    ws = kernel == "ws"
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
-                 threads=WS_THREADS if kernel == "ws" else H64_WARPS * 32)
+                 (float(sm_scale), layout.batch) if ws else (float(sm_scale),),
+                 LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
+                 threads=WS_THREADS if ws else H64_WARPS * 32,
+                 persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0)
     return out, lse
 
 
@@ -202,13 +210,15 @@ def outputs(q, layout, attn_sink):
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
-                 template_tail="", threads=H64_WARPS * 32):
+                 template_tail="", threads=H64_WARPS * 32, persistent_ctas=0):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
     the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
-    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups)."""
+    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
+    WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
+    batch x head-block items."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -220,8 +230,11 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
+    grid = (layout.batch, head_blocks, splits)
+    if persistent_ctas and splits == 1:
+        grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
-           (layout.batch, head_blocks, splits), (threads,),
+           grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem)
     if splits > 1:

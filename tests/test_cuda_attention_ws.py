@@ -112,9 +112,34 @@ def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
     x.call(A.sparse_attention)
     expr, grid, block, values, shared = launched[0]
     assert expr.startswith("dsv4_sparse_attention_ws<") and block == (A.WS_THREADS,) and shared == A.WS_SHARED_BYTES
-    chunk = values[-2]  # then sm_scale
+    chunk = values[-3]  # then sm_scale and the batch
     assert chunk % A.WG2_PAIR == 0 and grid[2] == -(-x.args[2].shape[1] // chunk) > 1, (chunk, grid)
     assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_unsplit_ws_launches_go_persistent_only_under_the_switch(monkeypatch, persistent):
+    from harness import inputs
+    launched = []
+
+    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+        launched.append((expr, grid, _loader.launch_values(expr, _loader.signature(name, expr), args)))
+
+    monkeypatch.setattr(A, "WS_PERSISTENT", persistent)
+    monkeypatch.setattr(A, "launch", launch)
+    monkeypatch.setattr(A, "choose_kernel", lambda *a: "ws")
+    monkeypatch.setattr(A, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(A, "_shared_optin", lambda device: 232448)
+    monkeypatch.setattr(A.torch.cuda, "get_device_capability", lambda device: (9, 0))
+    x = inputs.attention_inputs(positions=[900] * 80, heads=128, seed=3)  # 160 (row, head block) items: no split
+    x.call(A.sparse_attention)
+    expr, grid, values = launched[0]
+    assert "false>" in expr and values[-1] == 80  # the batch, the persistent body's item count
+    assert grid == ((132, 1, 1) if persistent else (80, 2, 1))
+    launched.clear()
+    x = inputs.attention_inputs(positions=[900, 30], heads=128, seed=3)  # split: the one-item grid either way
+    x.call(A.sparse_attention)
+    assert launched[0][1][:2] == (2, 2) and launched[0][1][2] > 1 and "true>" in launched[0][0]
 
 
 # ---------------------------------------------------------------------------------------------

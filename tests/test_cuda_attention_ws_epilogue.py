@@ -113,3 +113,34 @@ def test_bulk_copies_cover_the_64_rows_once_from_their_staged_pitch():
     assert "8 * warp + r" in body and "row * row_bytes" in body and "row * pitch" in body
     assert "fence.proxy.async.shared::cta" in body.split("cp.async.bulk.global")[0]  # before the copies
     assert "wait_group.read" in SOURCE[SOURCE.find("bulk_wait_read"):]
+
+
+def test_persistent_staging_rotates_units_and_two_bulk_pieces_rebuild_each_row():
+    # ws_persistent_epilogue: O staged in buffer 1 at pitch 1024, 16-byte unit u of row r at ((u + r) mod 64);
+    # a stmatrix matrix's lane l gives row (warp & 3) 16 + (l & 7) + 8 (mat & 1) at unit 32 half + (mat >> 1) + j
+    staged = {}
+    for warp in range(8):
+        for j in range(0, 32, 2):
+            for mat in range(4):
+                rows = [(warp & 3) * 16 + r + 8 * (mat & 1) for r in range(8)]
+                unit = (warp >> 2) * 32 + (mat >> 1) + j
+                at = [r * 1024 + ((unit + r) & 63) * 16 for r in rows]
+                assert len({(a // 16) % 8 for a in at}) == 8, (warp, j, mat)  # 8 bank groups: one wavefront
+                for r, a in zip(rows, at):
+                    assert a not in staged
+                    staged[a] = (r, unit)
+    assert len(staged) == 64 * 64 and max(staged) + 16 <= A.WG_TILE * A.KV_ROW_BYTES  # buffer 1's 64 KB
+    # lane 0 of warp w copies rows 8 w .. 8 w + 7: global units 0 .. 63 - r from staged unit r, then (r > 0)
+    # units 64 - r .. 63 from staged unit 0; warps 0..3 read only K1L's 32 KB, warps 4..7 only K1R's
+    for w in range(8):
+        for r in range(8 * w, 8 * w + 8):
+            pieces = [(r * 1024 + r * 16, (64 - r) * 16, 0)] + ([(r * 1024, r * 16, (64 - r) * 16)] if r else [])
+            rebuilt = {}
+            for src, size, dst in pieces:
+                assert size > 0 and size % 16 == 0 and src % 16 == 0
+                assert (src // 32768, (src + size - 1) // 32768) == (w // 4, w // 4)  # K1L (0) or K1R (1)
+                for k in range(size // 16):
+                    rebuilt[dst // 16 + k] = staged[src + 16 * k]
+            assert rebuilt == {u: (r, u) for u in range(64)}, r
+    body = re.search(r"void ws_persistent_epilogue\(.*?\n}\n", SOURCE, re.S).group(0)
+    assert "((u0 + j) & 63) * 16" in body and "row * 1024" in body and "(64 - r) * 16" in body
