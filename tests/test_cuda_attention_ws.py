@@ -469,8 +469,15 @@ def exp2(x):
         return np.exp2(x)
 
 
-def ws_split(q, rows, valid, scale2):
-    """One CTA's 64 heads over one split: (O [64, 512], m, l), base 2, O unnormalised."""
+def ex2_ftz(x):
+    """ex2.approx.ftz's range: results under 2^-126 flush to 0 (the MUFU's precision itself is not modelled)."""
+    y = exp2(x).astype(np.float32)
+    return np.where(y < np.float32(2.0 ** -126), np.float32(0), y)
+
+
+def ws_split(q, rows, valid, scale2, ffma=False):
+    """One CTA's 64 heads over one split: (O [64, 512], m, l), base 2, O unnormalised. ffma: WS_SOFTMAX_FFMA's
+    arithmetic (the max over the raw S, then scaled; P = ex2.ftz(fma(S, scale2, -m)), one rounding)."""
     pairs = -(-len(rows) // 128)
     pad = pairs * 128 - len(rows)
     rows = np.concatenate([rows, np.zeros((pad, rows.shape[1]), np.float32)])  # zero-filled copies
@@ -479,6 +486,13 @@ def ws_split(q, rows, valid, scale2):
     sums, o = [np.zeros(64, np.float32), np.zeros(64, np.float32)], [np.zeros((64, 256), np.float32) for _ in range(2)]
 
     def softmax(s, v, mx_other):
+        if ffma:
+            raw = np.where(v[None, :], s, -np.inf).astype(np.float32)
+            new = np.maximum(m, np.maximum((raw.max(1) * scale2).astype(np.float32), mx_other))
+            use = np.where(new == -np.inf, 0, new).astype(np.float32)
+            with np.errstate(invalid="ignore"):  # the product is exact in float64: one rounding, as fma
+                arg = (raw.astype(np.float64) * np.float64(scale2) - use[:, None]).astype(np.float32)
+            return ex2_ftz(arg), ex2_ftz(m - use), new
         s = np.where(v[None, :], s * scale2, -np.inf).astype(np.float32)
         new = np.maximum(m, np.maximum(s.max(1), mx_other))
         use = np.where(new == -np.inf, 0, new)
@@ -494,7 +508,7 @@ def ws_split(q, rows, valid, scale2):
         sums[1] = sums[1] * alpha + p_b.sum(1)
         o[1] = o[1] * alpha[:, None] + bf16(p_b) @ b[:, 256:]
         with np.errstate(invalid="ignore"):  # warpgroup 0, to the pair's max (0 while its rows saw nothing)
-            sc = np.where(m_a == -np.inf, 0, exp2(m_a - m_pair)).astype(np.float32)
+            sc = np.where(m_a == -np.inf, 0, (ex2_ftz if ffma else exp2)(m_a - m_pair)).astype(np.float32)
         sums[0] *= sc
         o[0] = o[0] * sc[:, None] + bf16(p_b) @ b[:, :256]
         o[1] = o[1] + bf16(p_a * sc[:, None]) @ a[:, 256:]
@@ -502,7 +516,7 @@ def ws_split(q, rows, valid, scale2):
     return np.concatenate(o, axis=1), m, sums[0] + sums[1]
 
 
-def ws_attention(q, kv, indices, sm_scale, sink, chunk):
+def ws_attention(q, kv, indices, sm_scale, sink, chunk, ffma=False):
     """The kernel (splits of `chunk` indices) and the combine kernel, per query row and 64-head block."""
     batch, heads, _ = q.shape
     out = np.zeros(q.shape, np.float32)
@@ -513,7 +527,7 @@ def ws_attention(q, kv, indices, sm_scale, sink, chunk):
             parts = []
             for k0 in range(0, indices.shape[1], chunk):
                 ids = indices[row, k0:k0 + chunk]
-                parts.append(ws_split(q[row, h0:h0 + 64], kv[np.maximum(ids, 0)], ids >= 0, scale2))
+                parts.append(ws_split(q[row, h0:h0 + 64], kv[np.maximum(ids, 0)], ids >= 0, scale2, ffma))
             hs = slice(h0, h0 + 64)
             if len(parts) == 1:  # wg_epilogue, unsplit
                 o, m, l = parts[0]
@@ -540,9 +554,10 @@ def ws_attention(q, kv, indices, sm_scale, sink, chunk):
     return out, lse
 
 
+@pytest.mark.parametrize("ffma", [False, True])
 @pytest.mark.parametrize("heads, chunk, masking", [(64, 1 << 20, "engine"), (128, 256, "engine"),
                                                    (64, 1 << 20, "blocks"), (64, 384, "blocks")])
-def test_ws_arithmetic_matches_the_reference(heads, chunk, masking):
+def test_ws_arithmetic_matches_the_reference(heads, chunk, masking, ffma):
     import torch
 
     from harness import comparators, inputs
@@ -557,7 +572,7 @@ def test_ws_arithmetic_matches_the_reference(heads, chunk, masking):
         indices[2, :] = -1  # an empty row: out 0, lse -inf
     sink = x.kwargs["attn_sink"]
     got_out, got_lse = ws_attention(q.float().numpy(), kv.float().numpy(), indices.numpy(), x.kwargs["sm_scale"],
-                                    sink.numpy(), chunk)
+                                    sink.numpy(), chunk, ffma)
     ref_out, ref_lse = reference(q, kv, indices, sm_scale=x.kwargs["sm_scale"], attn_sink=sink)
     got = {"out": torch.from_numpy(got_out).bfloat16(), "lse": torch.from_numpy(got_lse)}
     report = comparators.sparse_attention(got, {"out": ref_out, "lse": ref_lse})
