@@ -13,7 +13,7 @@
 // The sink joins only the denominator: out = O / (l + exp(sink - m)).
 
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
-// WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
+// WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
@@ -480,43 +480,73 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
     }
 }
 
-// Merges the splits of dsv4_sparse_attention_h64: one CTA of 128 threads per (query row, head), 4
-// dims a thread. lse = log sum_s exp(lse_s); out = sum_s exp(lse_s - lse) out_s / (1 + exp(sink - lse)).
-// An empty split (lse_s = -inf) weighs 0; an all-empty row gives out 0, lse -inf.
+// Merges the splits of the 64-heads-a-CTA kernels: one warp per (query row, head), COMBINE_HEADS heads a
+// CTA, 16 dims a lane (dims 4 lane + 128 i: four coalesced float4 a split). lse = log sum_s exp(lse_s);
+// out = sum_s exp(lse_s - lse) out_s / (1 + exp(sink - lse)). An empty split (lse_s = -inf) weighs 0; an
+// all-empty row gives out 0, lse -inf. Sums run in split order (the same bits as one thread a dim would
+// give). Latency is what it costs at decode (the partials sit in L2): the first COMBINE_SPLITS splits'
+// partials are loaded before their weights are known, so a row of up to that many splits pays one L2
+// round trip (the lse loads go out beside them), not one a split; 64 registers keep every CTA resident.
 template <bool HAS_SINK>
-__global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float* part_out, const float* part_lse,
-                                                                    const float* sink, unsigned short* out, float* lse,
-                                                                    int heads, int splits) {
+__global__ void __launch_bounds__(COMBINE_HEADS * 32, 1024 / (COMBINE_HEADS * 32))  // 64 registers
+    dsv4_sparse_attention_combine(const float* part_out, const float* part_lse, const float* sink,
+                                  unsigned short* out, float* lse, int heads, int splits) {
     // launched to overlap the split kernel (its CTAs trigger at their start): the partials are read
     // only once that grid is done and its writes are visible (a no-op under a plain launch)
     pdl_wait();
-    const int b = blockIdx.x, h = blockIdx.y;
+    const int b = blockIdx.x, h = blockIdx.y * COMBINE_HEADS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (h >= heads) return;
     const long long first = (long long)b * splits * heads + h;  // split s at first + s * heads
+    auto load_part = [&](int s, float4 (&v)[4]) {
+        const float* src = part_out + (first + (long long)s * heads) * DIM + 4 * lane;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = *reinterpret_cast<const float4*>(src + 128 * i);
+    };
+    float4 v[COMBINE_SPLITS][4];
+#pragma unroll
+    for (int u = 0; u < COMBINE_SPLITS; ++u)
+        if (u < splits) load_part(u, v[u]);
     float mx = -INFINITY;
     for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[first + (long long)s * heads]);
     const float mx_use = mx == -INFINITY ? 0.f : mx;
     float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < splits; ++s) {
-        const long long prow = first + (long long)s * heads;
-        const float w = exp2f((part_lse[prow] - mx_use) * LOG2E);
-        total += w;
-        if (w > 0.f) {
-            const float4 v = *reinterpret_cast<const float4*>(part_out + prow * DIM + threadIdx.x * 4);
-            acc.x += w * v.x;
-            acc.y += w * v.y;
-            acc.z += w * v.z;
-            acc.w += w * v.w;
+    float4 acc[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += COMBINE_SPLITS) {
+        if (s0 > 0) {
+#pragma unroll
+            for (int u = 0; u < COMBINE_SPLITS; ++u)
+                if (s0 + u < splits) load_part(s0 + u, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < COMBINE_SPLITS; ++u) {
+            if (s0 + u >= splits) break;
+            const float w = exp2f((part_lse[first + (long long)(s0 + u) * heads] - mx_use) * LOG2E);
+            total += w;
+            if (w > 0.f) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    acc[i].x += w * v[u][i].x;
+                    acc[i].y += w * v[u][i].y;
+                    acc[i].z += w * v[u][i].z;
+                    acc[i].w += w * v[u][i].w;
+                }
+            }
         }
     }
     const float row_lse = total > 0.f ? mx_use + log2f(total) * LN2 : -INFINITY;
     float scale = total > 0.f ? 1.f / total : 0.f;
     if (HAS_SINK && total > 0.f) scale /= 1.f + exp2f(fminf((sink[h] - row_lse) * LOG2E, 126.f));
     const long long row = (long long)b * heads + h;
-    unsigned int* dst = reinterpret_cast<unsigned int*>(out + row * DIM + threadIdx.x * 4);
-    dst[0] = pack_bf16(acc.x * scale, acc.y * scale);
-    dst[1] = pack_bf16(acc.z * scale, acc.w * scale);
-    if (threadIdx.x == 0) lse[row] = row_lse;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        uint2 packed;
+        packed.x = pack_bf16(acc[i].x * scale, acc[i].y * scale);
+        packed.y = pack_bf16(acc[i].z * scale, acc[i].w * scale);
+        *reinterpret_cast<uint2*>(out + row * DIM + 4 * lane + 128 * i) = packed;
+    }
+    if (lane == 0) lse[row] = row_lse;
 }
 
 

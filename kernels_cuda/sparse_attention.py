@@ -117,6 +117,11 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FUSED_COMBINE": int(WS_FUSED_COMBINE)}
+# the combine kernel: a warp a (row, head), COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials
+# loaded before their weights (one L2 round trip at 2 splits; 64 registers, so every CTA of a b64 H64 merge is
+# resident at once)
+COMBINE_HEADS, COMBINE_SPLITS = 8, 2
+DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -257,6 +262,6 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     if splits > 1 and merge_counters is None:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
-        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
-               (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device,
-               pdl=True)
+        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
+               (layout.batch, contract.cdiv(layout.heads, COMBINE_HEADS)), (32 * COMBINE_HEADS,),
+               (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device, pdl=True)
