@@ -15,7 +15,7 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -2236,6 +2236,18 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
     return policy;
 }
+// the gathers' policy, WS_KV_POLICY (opt-in A/B): 0 evict_last as above; 1 evict_normal, 2 evict_first (at decode H 64
+// no other CTA reads a row again, and evict_last rows may push the split partials out of L2 before the combine)
+__device__ __forceinline__ unsigned long long ws_kv_policy() {
+    unsigned long long policy;
+    if (WS_KV_POLICY == 1)
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+    else if (WS_KV_POLICY == 2)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    else
+        policy = evict_last_policy();
+    return policy;
+}
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
 template <int REGS>
@@ -2324,7 +2336,7 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
 // 8 w .. 8 w + 7 and waits: COMPLETE for the writes themselves (the fused merge's release follows), else only
 // for its reads of shared memory (which must outlive them; the CTA may then exit)
-template <bool COMPLETE>
+template <bool COMPLETE, bool KEEP = false>
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2334,9 +2346,15 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
             const int row = 8 * warp + r;
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
-                         "r"(stage_addr + row * pitch), "r"(row_bytes)
-                         : "memory");
+            if (KEEP)  // the split partials, read again by the combine kernel: kept in L2 past the gathered rows
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(
+                                 dst_bytes + row * row_bytes),
+                             "r"(stage_addr + row * pitch), "r"(row_bytes), "l"(evict_last_policy())
+                             : "memory");
+            else
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
+                             "r"(stage_addr + row * pitch), "r"(row_bytes)
+                             : "memory");
         }
         bulk_commit();
         if (COMPLETE) {
@@ -2391,7 +2409,7 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
         if (fused)
             ws_bulk_store_rows<true>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
         else
-            ws_bulk_store_rows<false>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
+            ws_bulk_store_rows<false, WS_PART_POLICY == 1>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
         if (half == 0 && t == 0) {
             const long long prow = first + (long long)blockIdx.z * heads;
             part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
@@ -2562,7 +2580,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = evict_last_policy();
+        const unsigned long long policy = ws_kv_policy();
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) {
 #pragma unroll

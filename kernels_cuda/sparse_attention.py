@@ -122,6 +122,13 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
 # resident at once)
 COMBINE_HEADS, COMBINE_SPLITS = 8, 2
 DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
+# L2 policies of the ws kernel (read at import: compile-time; opt-in A/Bs): DSV4_ATTENTION_KV_POLICY the gathered rows'
+# (last: evict_last, FlashMLA's and the default; normal; first), DSV4_ATTENTION_PART_POLICY=last the split partials'
+# bulk stores under evict_last (default: no hint), so the combine kernel finds them in L2
+KV_POLICIES, PART_POLICIES = ("last", "normal", "first"), ("none", "last")
+KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
+PART_POLICY = PART_POLICIES.index(os.environ.get("DSV4_ATTENTION_PART_POLICY", "none"))
+DEFINES.update(WS_KV_POLICY=KV_POLICY, WS_PART_POLICY=PART_POLICY)
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
