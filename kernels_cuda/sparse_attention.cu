@@ -15,7 +15,7 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_CLUSTER_MERGE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -2515,6 +2515,112 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
 }
 #endif
 
+// WS_CLUSTER_MERGE (opt-in): a row's two splits run as a 2-CTA cluster (cluster dims 1 x 1 x 2: rank = blockIdx.z)
+// and merge through distributed shared memory instead of fp32 partials in global memory and the combine kernel.
+// After both CTAs' main loops (cluster barrier 1: the peer's Q and buffers are free), warpgroup `1 - rank` stores
+// its unnormalised O half (dims (1 - rank) * 256 ..), its running max and sum into the peer's shared memory;
+// after cluster barrier 2 warpgroup `rank` of each CTA merges dims rank * 256 .. + 255 of both splits, in split
+// order (so the bits do not depend on which CTA merges), and writes them (and rank 0 the lse). The producer
+// warpgroup joins both cluster barriers (every thread of the cluster arrives).
+#define WS_MERGE_PITCH (256 * 4 + 32)                  // a received row: 256 fp32 (264 words: LDS.64 conflict-free)
+#define WS_MERGE_ML_AT (64 * WS_MERGE_PITCH)           // then (m, l) of each of the 64 rows
+#define WS_MERGE_OUT_AT (WS_MERGE_ML_AT + 64 * 8 + 128)  // then the merged bf16 rows (WS_STAGE_BF16_PITCH)
+static_assert(WS_MERGE_OUT_AT % 128 == 0 && WS_MERGE_OUT_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES,
+              "ws merge: the received half, its (m, l) and the merged rows fit in Q and the buffers");
+__device__ __forceinline__ void ws_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned int cluster_address(unsigned int local_addr, unsigned int rank) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local_addr), "r"(rank));
+    return remote;
+}
+__device__ __forceinline__ void st_cluster_f32x2(unsigned int remote, float x, float y) {
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(x), "f"(y) : "memory");
+}
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
+                                                 unsigned char* stage, const float* sink, unsigned short* out,
+                                                 float* lse, int heads) {
+    const int rank = blockIdx.z, b = blockIdx.x, h0 = blockIdx.y * 64;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, half = warp >> 2;
+    const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;
+    const unsigned int stage_addr = (unsigned int)__cvta_generic_to_shared(stage);
+    ws_cluster_sync();  // 1: both CTAs are done with Q and the buffers
+    if (half != rank) {  // the half the peer merges: to its shared memory
+        const unsigned int peer = cluster_address(stage_addr, rank ^ 1);  // the window is linear: offsets carry over
+        const unsigned int lo = peer + r_lo * WS_MERGE_PITCH + 8 * t, hi = lo + 8 * WS_MERGE_PITCH;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            st_cluster_f32x2(lo + 32 * j, o[4 * j], o[4 * j + 1]);
+            st_cluster_f32x2(hi + 32 * j, o[4 * j + 2], o[4 * j + 3]);
+        }
+        if (t == 0) {
+            st_cluster_f32x2(peer + WS_MERGE_ML_AT + 8 * r_lo, m_lo, l_lo);
+            st_cluster_f32x2(peer + WS_MERGE_ML_AT + 8 * r_hi, m_hi, l_hi);
+        }
+    }
+    ws_cluster_sync();  // 2: the peer's half landed here
+    if (half != rank) return;
+    const float2 peer_lo = *reinterpret_cast<const float2*>(stage + WS_MERGE_ML_AT + 8 * r_lo);
+    const float2 peer_hi = *reinterpret_cast<const float2*>(stage + WS_MERGE_ML_AT + 8 * r_hi);
+    // split 0's and split 1's (m, l): own is split `rank`
+    const float m0_lo = rank ? peer_lo.x : m_lo, m1_lo = rank ? m_lo : peer_lo.x;
+    const float l0_lo = rank ? peer_lo.y : l_lo, l1_lo = rank ? l_lo : peer_lo.y;
+    const float m0_hi = rank ? peer_hi.x : m_hi, m1_hi = rank ? m_hi : peer_hi.x;
+    const float l0_hi = rank ? peer_hi.y : l_hi, l1_hi = rank ? l_hi : peer_hi.y;
+    const float mx_lo = fmaxf(m0_lo, m1_lo), mx_hi = fmaxf(m0_hi, m1_hi);
+    const float w0_lo = m0_lo == -INFINITY ? 0.f : exp2f(m0_lo - mx_lo), w1_lo = m1_lo == -INFINITY ? 0.f : exp2f(m1_lo - mx_lo);
+    const float w0_hi = m0_hi == -INFINITY ? 0.f : exp2f(m0_hi - mx_hi), w1_hi = m1_hi == -INFINITY ? 0.f : exp2f(m1_hi - mx_hi);
+    const float sum_lo = __fadd_rn(__fmul_rn(l0_lo, w0_lo), __fmul_rn(l1_lo, w1_lo));
+    const float sum_hi = __fadd_rn(__fmul_rn(l0_hi, w0_hi), __fmul_rn(l1_hi, w1_hi));
+    float denom_lo = sum_lo > 0.f ? sum_lo : 1.f, denom_hi = sum_hi > 0.f ? sum_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = sum_lo + exp2f(sink[h0 + r_lo] * LOG2E - (sum_lo > 0.f ? mx_lo : 0.f));
+        denom_hi = sum_hi + exp2f(sink[h0 + r_hi] * LOG2E - (sum_hi > 0.f ? mx_hi : 0.f));
+    }
+    const float own_lo = rank ? w1_lo : w0_lo, other_lo = rank ? w0_lo : w1_lo;
+    const float own_hi = rank ? w1_hi : w0_hi, other_hi = rank ? w0_hi : w1_hi;
+    const float* recv_lo = reinterpret_cast<const float*>(stage + r_lo * WS_MERGE_PITCH) + 2 * t;
+    const float* recv_hi = recv_lo + 8 * WS_MERGE_PITCH / 4;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const float2 p_lo = *reinterpret_cast<const float2*>(recv_lo + 8 * j);
+        const float2 p_hi = *reinterpret_cast<const float2*>(recv_hi + 8 * j);
+        // split 0's term first: the same bits in the CTA that merges these dims whichever its rank
+        const float a0 = __fmul_rn(o[4 * j], own_lo), b0 = __fmul_rn(p_lo.x, other_lo);
+        const float a1 = __fmul_rn(o[4 * j + 1], own_lo), b1 = __fmul_rn(p_lo.y, other_lo);
+        const float a2 = __fmul_rn(o[4 * j + 2], own_hi), b2 = __fmul_rn(p_hi.x, other_hi);
+        const float a3 = __fmul_rn(o[4 * j + 3], own_hi), b3 = __fmul_rn(p_hi.y, other_hi);
+        o[4 * j] = rank ? __fadd_rn(b0, a0) : __fadd_rn(a0, b0);
+        o[4 * j + 1] = rank ? __fadd_rn(b1, a1) : __fadd_rn(a1, b1);
+        o[4 * j + 2] = rank ? __fadd_rn(b2, a2) : __fadd_rn(a2, b2);
+        o[4 * j + 3] = rank ? __fadd_rn(b3, a3) : __fadd_rn(a3, b3);
+    }
+    ws_stage_bf16<32>(stage_addr + WS_MERGE_OUT_AT, o, 0, 1.f / denom_lo, 1.f / denom_hi);
+    // this warpgroup's 64 half rows (512 bytes each, 1 KB apart in out): lane 0 of each warp copies 16
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_bar_sync(6, 128);
+    if (lane == 0) {
+        unsigned char* dst = reinterpret_cast<unsigned char*>(out + ((long long)b * heads + h0) * DIM) + rank * 512;
+        const unsigned int src = stage_addr + WS_MERGE_OUT_AT + rank * 512;
+#pragma unroll
+        for (int r = 0; r < 16; ++r) {
+            const int row = 16 * (warp & 3) + r;
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 512;\n" ::"l"(dst + row * DIM * 2),
+                         "r"(src + row * WS_STAGE_BF16_PITCH)
+                         : "memory");
+        }
+        bulk_commit();
+        bulk_wait_read<0>();
+    }
+    if (rank == 0 && t == 0) {
+        const long long row = (long long)b * heads + h0 + r_lo;
+        lse[row] = sum_lo > 0.f ? (mx_lo + log2f(sum_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = sum_hi > 0.f ? (mx_hi + log2f(sum_hi)) * LN2 : -INFINITY;
+    }
+}
+
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
@@ -2622,6 +2728,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
         cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+        if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // ws_cluster_merge's two cluster barriers
+            ws_cluster_sync();
+            ws_cluster_sync();
+        }
         return;
     }
 
@@ -2783,6 +2893,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     wg_bar_sync(WS_BAR_SUMS, 256);
     l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
     l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+    if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
+        ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
+        return;
+    }
     if (WS_EPILOGUE_SMEM || WS_FUSED_COMBINE)  // O staged in Q and the buffers; max_s (read) holds the merge flag
         ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, reinterpret_cast<int*>(max_s), sink, out, lse,
                                      part_out, part_lse, counters, heads);

@@ -129,6 +129,10 @@ KV_POLICIES, PART_POLICIES = ("last", "normal", "first"), ("none", "last")
 KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
 PART_POLICY = PART_POLICIES.index(os.environ.get("DSV4_ATTENTION_PART_POLICY", "none"))
 DEFINES.update(WS_KV_POLICY=KV_POLICY, WS_PART_POLICY=PART_POLICY)
+# DSV4_ATTENTION_MERGE=cluster (read at import; opt-in): a ws launch of exactly 2 splits runs as 2-CTA clusters that
+# merge through distributed shared memory (ws_cluster_merge), with no fp32 partials and no combine kernel
+CLUSTER_MERGE = os.environ.get("DSV4_ATTENTION_MERGE", "kernel") == "cluster"
+DEFINES.update(WS_CLUSTER_MERGE=int(CLUSTER_MERGE))
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -261,12 +265,13 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_out, part_lse = lse, lse  # not read
     fused = counters and 1 < splits <= FUSED_MAX_SPLITS
     merge_counters = split_counters(q.device, layout.batch * head_blocks) if fused else None
+    cluster_merge = counters and CLUSTER_MERGE and splits == 2  # ws only (counters marks it)
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            (layout.batch, head_blocks, splits), (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args,
             *((merge_counters,) if counters else ())),
-           q.device, shared_mem=shared_mem)
-    if splits > 1 and merge_counters is None:
+           q.device, shared_mem=shared_mem, **({"cluster": (1, 1, 2)} if cluster_merge else {}))
+    if splits > 1 and merge_counters is None and not cluster_merge:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
