@@ -196,13 +196,15 @@ def kernel(name, expr, device):
     return _function(name, expr, _index(device))
 
 
-def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
+def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False, cluster=None):
     """Launch on torch's current stream, the arguments checked and converted by the kernel's declared
     signature (launch_values); where its source declares none, tensors go as raw pointers and ints as
     int32 unless wrapped.
     pdl: programmatic dependent launch (Hopper and newer): the kernel may be scheduled while the
     previous kernel on the stream finishes; it must call `pdl_wait()` (common.cuh) before reading
-    anything an earlier kernel wrote. Hides the launch gap between short kernels."""
+    anything an earlier kernel wrote. Hides the launch gap between short kernels.
+    cluster: (x, y, z) thread-block cluster dimensions given at launch (sm_90+), for a kernel compiled without
+    __cluster_dims__."""
     import cupy
     import torch
     params = signature(name, expr)
@@ -212,8 +214,9 @@ def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
         _opt_in_shared(fn, shared_mem)
     stream = torch.cuda.current_stream(device).cuda_stream
     with cupy.cuda.Device(_index(device)):
-        if pdl and _pdl_supported(_index(device)):
-            _launch_pdl(fn.ptr, grid, block, values, shared_mem, stream)
+        if cluster is not None or (pdl and _pdl_supported(_index(device))):
+            _launch_ex(fn.ptr, grid, block, values, shared_mem, stream, pdl and _pdl_supported(_index(device)),
+                       cluster)
         else:
             fn(tuple(grid), tuple(block), values, shared_mem=shared_mem, stream=cupy.cuda.ExternalStream(stream))
 
@@ -230,9 +233,11 @@ _CTYPE = {np.dtype(np.uint64): ctypes.c_uint64, np.dtype(np.int64): ctypes.c_int
 _PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
 
+_CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (value: x, y, z)
+
+
 class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: id, pad to 8 bytes, a 64-byte value union
-    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int),
-                ("value_pad", ctypes.c_char * 60)]
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
 
 
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
@@ -248,12 +253,17 @@ def _libcuda():
     return lib
 
 
-def _launch_pdl(function, grid, block, values, shared_mem, stream):
-    """cuLaunchKernelEx with programmatic stream serialization (CuPy's launcher sets no attributes)."""
+def _launch_ex(function, grid, block, values, shared_mem, stream, pdl, cluster):
+    """cuLaunchKernelEx with programmatic stream serialization (pdl) and / or cluster dimensions (CuPy's
+    launcher sets no attributes)."""
     grid, block = (tuple(grid) + (1, 1))[:3], (tuple(block) + (1, 1))[:3]
-    attr = _LaunchAttribute(id=_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    wanted = [(_PROGRAMMATIC_STREAM_SERIALIZATION, (1,))] if pdl else []
+    if cluster is not None:
+        wanted.append((_CLUSTER_DIMENSION, (tuple(cluster) + (1, 1))[:3]))
+    attrs = (_LaunchAttribute * len(wanted))(*[_LaunchAttribute(id=i, value=(ctypes.c_uint * 16)(*v))
+                                                for i, v in wanted])
     config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
-                           ctypes.c_void_p(stream), ctypes.pointer(attr), 1)
+                           ctypes.c_void_p(stream), attrs, len(wanted))
     holders = [_CTYPE[np.asarray(v).dtype](v.item()) for v in values]
     params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
     err = _libcuda().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), params, None)

@@ -13,10 +13,10 @@
 // The sink joins only the denominator: out = O / (l + exp(sink - m)).
 
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
-// WG_TILE, WG_STAGES, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
+// WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come from
-// sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_CLUSTER_MERGE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM,
+// WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -483,43 +483,73 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
     }
 }
 
-// Merges the splits of dsv4_sparse_attention_h64: one CTA of 128 threads per (query row, head), 4
-// dims a thread. lse = log sum_s exp(lse_s); out = sum_s exp(lse_s - lse) out_s / (1 + exp(sink - lse)).
-// An empty split (lse_s = -inf) weighs 0; an all-empty row gives out 0, lse -inf.
+// Merges the splits of the 64-heads-a-CTA kernels: one warp per (query row, head), COMBINE_HEADS heads a
+// CTA, 16 dims a lane (dims 4 lane + 128 i: four coalesced float4 a split). lse = log sum_s exp(lse_s);
+// out = sum_s exp(lse_s - lse) out_s / (1 + exp(sink - lse)). An empty split (lse_s = -inf) weighs 0; an
+// all-empty row gives out 0, lse -inf. Sums run in split order (the same bits as one thread a dim would
+// give). Latency is what it costs at decode (the partials sit in L2): the first COMBINE_SPLITS splits'
+// partials are loaded before their weights are known, so a row of up to that many splits pays one L2
+// round trip (the lse loads go out beside them), not one a split; 64 registers keep every CTA resident.
 template <bool HAS_SINK>
-__global__ void __launch_bounds__(128) dsv4_sparse_attention_combine(const float* part_out, const float* part_lse,
-                                                                    const float* sink, unsigned short* out, float* lse,
-                                                                    int heads, int splits) {
+__global__ void __launch_bounds__(COMBINE_HEADS * 32, 1024 / (COMBINE_HEADS * 32))  // 64 registers
+    dsv4_sparse_attention_combine(const float* part_out, const float* part_lse, const float* sink,
+                                  unsigned short* out, float* lse, int heads, int splits) {
     // launched to overlap the split kernel (its CTAs trigger at their start): the partials are read
     // only once that grid is done and its writes are visible (a no-op under a plain launch)
     pdl_wait();
-    const int b = blockIdx.x, h = blockIdx.y;
+    const int b = blockIdx.x, h = blockIdx.y * COMBINE_HEADS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (h >= heads) return;
     const long long first = (long long)b * splits * heads + h;  // split s at first + s * heads
+    auto load_part = [&](int s, float4 (&v)[4]) {
+        const float* src = part_out + (first + (long long)s * heads) * DIM + 4 * lane;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = *reinterpret_cast<const float4*>(src + 128 * i);
+    };
+    float4 v[COMBINE_SPLITS][4];
+#pragma unroll
+    for (int u = 0; u < COMBINE_SPLITS; ++u)
+        if (u < splits) load_part(u, v[u]);
     float mx = -INFINITY;
     for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[first + (long long)s * heads]);
     const float mx_use = mx == -INFINITY ? 0.f : mx;
     float total = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < splits; ++s) {
-        const long long prow = first + (long long)s * heads;
-        const float w = exp2f((part_lse[prow] - mx_use) * LOG2E);
-        total += w;
-        if (w > 0.f) {
-            const float4 v = *reinterpret_cast<const float4*>(part_out + prow * DIM + threadIdx.x * 4);
-            acc.x += w * v.x;
-            acc.y += w * v.y;
-            acc.z += w * v.z;
-            acc.w += w * v.w;
+    float4 acc[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += COMBINE_SPLITS) {
+        if (s0 > 0) {
+#pragma unroll
+            for (int u = 0; u < COMBINE_SPLITS; ++u)
+                if (s0 + u < splits) load_part(s0 + u, v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < COMBINE_SPLITS; ++u) {
+            if (s0 + u >= splits) break;
+            const float w = exp2f((part_lse[first + (long long)(s0 + u) * heads] - mx_use) * LOG2E);
+            total += w;
+            if (w > 0.f) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    acc[i].x += w * v[u][i].x;
+                    acc[i].y += w * v[u][i].y;
+                    acc[i].z += w * v[u][i].z;
+                    acc[i].w += w * v[u][i].w;
+                }
+            }
         }
     }
     const float row_lse = total > 0.f ? mx_use + log2f(total) * LN2 : -INFINITY;
     float scale = total > 0.f ? 1.f / total : 0.f;
     if (HAS_SINK && total > 0.f) scale /= 1.f + exp2f(fminf((sink[h] - row_lse) * LOG2E, 126.f));
     const long long row = (long long)b * heads + h;
-    unsigned int* dst = reinterpret_cast<unsigned int*>(out + row * DIM + threadIdx.x * 4);
-    dst[0] = pack_bf16(acc.x * scale, acc.y * scale);
-    dst[1] = pack_bf16(acc.z * scale, acc.w * scale);
-    if (threadIdx.x == 0) lse[row] = row_lse;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        uint2 packed;
+        packed.x = pack_bf16(acc[i].x * scale, acc[i].y * scale);
+        packed.y = pack_bf16(acc[i].z * scale, acc[i].w * scale);
+        *reinterpret_cast<uint2*>(out + row * DIM + 4 * lane + 128 * i) = packed;
+    }
+    if (lane == 0) lse[row] = row_lse;
 }
 
 
@@ -2211,6 +2241,18 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
     return policy;
 }
+// the gathers' policy, WS_KV_POLICY (opt-in A/B): 0 evict_last as above; 1 evict_normal, 2 evict_first (at decode H 64
+// no other CTA reads a row again, and evict_last rows may push the split partials out of L2 before the combine)
+__device__ __forceinline__ unsigned long long ws_kv_policy() {
+    unsigned long long policy;
+    if (WS_KV_POLICY == 1)
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
+    else if (WS_KV_POLICY == 2)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    else
+        policy = evict_last_policy();
+    return policy;
+}
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
 template <int REGS>
@@ -2366,7 +2408,9 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 }
 // the 64 staged rows (pitch bytes apart) to the 64 contiguous global rows of row_bytes at dst. The generic
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
-// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit)
+// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit).
+// KEEP: the copies under evict_last (WS_PART_POLICY, the split partials)
+template <bool KEEP = false>
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2376,9 +2420,15 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
             const int row = 8 * warp + r;
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
-                         "r"(stage_addr + row * pitch), "r"(row_bytes)
-                         : "memory");
+            if (KEEP)  // the split partials, read again by the combine kernel: kept in L2 past the gathered rows
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(
+                                 dst_bytes + row * row_bytes),
+                             "r"(stage_addr + row * pitch), "r"(row_bytes), "l"(evict_last_policy())
+                             : "memory");
+            else
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
+                             "r"(stage_addr + row * pitch), "r"(row_bytes)
+                             : "memory");
         }
         bulk_commit();
         bulk_wait_read<0>();
@@ -2413,8 +2463,8 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
     }
     const long long first = (long long)b * splits * heads + h0 + r_lo;  // split s's low row at first + s * heads
     ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
-    ws_bulk_store_rows(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
-                       WS_STAGE_F32_PITCH, DIM * 4);
+    ws_bulk_store_rows<WS_PART_POLICY == 1>(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM,
+                                            stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
         const long long prow = first + (long long)blockIdx.z * heads;
         part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
@@ -2543,7 +2593,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = evict_last_policy();
+        const unsigned long long policy = ws_kv_policy();
         int ids[2][4];
         int g = 0, it = 0;  // global pair count, this CTA's item count
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
@@ -2814,6 +2864,112 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #endif
 #endif
 
+// WS_CLUSTER_MERGE (opt-in): a row's two splits run as a 2-CTA cluster (cluster dims 1 x 1 x 2: rank = blockIdx.z)
+// and merge through distributed shared memory instead of fp32 partials in global memory and the combine kernel.
+// After both CTAs' main loops (cluster barrier 1: the peer's Q and buffers are free), warpgroup `1 - rank` stores
+// its unnormalised O half (dims (1 - rank) * 256 ..), its running max and sum into the peer's shared memory;
+// after cluster barrier 2 warpgroup `rank` of each CTA merges dims rank * 256 .. + 255 of both splits, in split
+// order (so the bits do not depend on which CTA merges), and writes them (and rank 0 the lse). The producer
+// warpgroup joins both cluster barriers (every thread of the cluster arrives).
+#define WS_MERGE_PITCH (256 * 4 + 32)                  // a received row: 256 fp32 (264 words: LDS.64 conflict-free)
+#define WS_MERGE_ML_AT (64 * WS_MERGE_PITCH)           // then (m, l) of each of the 64 rows
+#define WS_MERGE_OUT_AT (WS_MERGE_ML_AT + 64 * 8 + 128)  // then the merged bf16 rows (WS_STAGE_BF16_PITCH)
+static_assert(WS_MERGE_OUT_AT % 128 == 0 && WS_MERGE_OUT_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES,
+              "ws merge: the received half, its (m, l) and the merged rows fit in Q and the buffers");
+__device__ __forceinline__ void ws_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+__device__ __forceinline__ unsigned int cluster_address(unsigned int local_addr, unsigned int rank) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local_addr), "r"(rank));
+    return remote;
+}
+__device__ __forceinline__ void st_cluster_f32x2(unsigned int remote, float x, float y) {
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(x), "f"(y) : "memory");
+}
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
+                                                 unsigned char* stage, const float* sink, unsigned short* out,
+                                                 float* lse, int heads) {
+    const int rank = blockIdx.z, b = blockIdx.x, h0 = blockIdx.y * 64;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, half = warp >> 2;
+    const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;
+    const unsigned int stage_addr = (unsigned int)__cvta_generic_to_shared(stage);
+    ws_cluster_sync();  // 1: both CTAs are done with Q and the buffers
+    if (half != rank) {  // the half the peer merges: to its shared memory
+        const unsigned int peer = cluster_address(stage_addr, rank ^ 1);  // the window is linear: offsets carry over
+        const unsigned int lo = peer + r_lo * WS_MERGE_PITCH + 8 * t, hi = lo + 8 * WS_MERGE_PITCH;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+            st_cluster_f32x2(lo + 32 * j, o[4 * j], o[4 * j + 1]);
+            st_cluster_f32x2(hi + 32 * j, o[4 * j + 2], o[4 * j + 3]);
+        }
+        if (t == 0) {
+            st_cluster_f32x2(peer + WS_MERGE_ML_AT + 8 * r_lo, m_lo, l_lo);
+            st_cluster_f32x2(peer + WS_MERGE_ML_AT + 8 * r_hi, m_hi, l_hi);
+        }
+    }
+    ws_cluster_sync();  // 2: the peer's half landed here
+    if (half != rank) return;
+    const float2 peer_lo = *reinterpret_cast<const float2*>(stage + WS_MERGE_ML_AT + 8 * r_lo);
+    const float2 peer_hi = *reinterpret_cast<const float2*>(stage + WS_MERGE_ML_AT + 8 * r_hi);
+    // split 0's and split 1's (m, l): own is split `rank`
+    const float m0_lo = rank ? peer_lo.x : m_lo, m1_lo = rank ? m_lo : peer_lo.x;
+    const float l0_lo = rank ? peer_lo.y : l_lo, l1_lo = rank ? l_lo : peer_lo.y;
+    const float m0_hi = rank ? peer_hi.x : m_hi, m1_hi = rank ? m_hi : peer_hi.x;
+    const float l0_hi = rank ? peer_hi.y : l_hi, l1_hi = rank ? l_hi : peer_hi.y;
+    const float mx_lo = fmaxf(m0_lo, m1_lo), mx_hi = fmaxf(m0_hi, m1_hi);
+    const float w0_lo = m0_lo == -INFINITY ? 0.f : exp2f(m0_lo - mx_lo), w1_lo = m1_lo == -INFINITY ? 0.f : exp2f(m1_lo - mx_lo);
+    const float w0_hi = m0_hi == -INFINITY ? 0.f : exp2f(m0_hi - mx_hi), w1_hi = m1_hi == -INFINITY ? 0.f : exp2f(m1_hi - mx_hi);
+    const float sum_lo = __fadd_rn(__fmul_rn(l0_lo, w0_lo), __fmul_rn(l1_lo, w1_lo));
+    const float sum_hi = __fadd_rn(__fmul_rn(l0_hi, w0_hi), __fmul_rn(l1_hi, w1_hi));
+    float denom_lo = sum_lo > 0.f ? sum_lo : 1.f, denom_hi = sum_hi > 0.f ? sum_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = sum_lo + exp2f(sink[h0 + r_lo] * LOG2E - (sum_lo > 0.f ? mx_lo : 0.f));
+        denom_hi = sum_hi + exp2f(sink[h0 + r_hi] * LOG2E - (sum_hi > 0.f ? mx_hi : 0.f));
+    }
+    const float own_lo = rank ? w1_lo : w0_lo, other_lo = rank ? w0_lo : w1_lo;
+    const float own_hi = rank ? w1_hi : w0_hi, other_hi = rank ? w0_hi : w1_hi;
+    const float* recv_lo = reinterpret_cast<const float*>(stage + r_lo * WS_MERGE_PITCH) + 2 * t;
+    const float* recv_hi = recv_lo + 8 * WS_MERGE_PITCH / 4;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const float2 p_lo = *reinterpret_cast<const float2*>(recv_lo + 8 * j);
+        const float2 p_hi = *reinterpret_cast<const float2*>(recv_hi + 8 * j);
+        // split 0's term first: the same bits in the CTA that merges these dims whichever its rank
+        const float a0 = __fmul_rn(o[4 * j], own_lo), b0 = __fmul_rn(p_lo.x, other_lo);
+        const float a1 = __fmul_rn(o[4 * j + 1], own_lo), b1 = __fmul_rn(p_lo.y, other_lo);
+        const float a2 = __fmul_rn(o[4 * j + 2], own_hi), b2 = __fmul_rn(p_hi.x, other_hi);
+        const float a3 = __fmul_rn(o[4 * j + 3], own_hi), b3 = __fmul_rn(p_hi.y, other_hi);
+        o[4 * j] = rank ? __fadd_rn(b0, a0) : __fadd_rn(a0, b0);
+        o[4 * j + 1] = rank ? __fadd_rn(b1, a1) : __fadd_rn(a1, b1);
+        o[4 * j + 2] = rank ? __fadd_rn(b2, a2) : __fadd_rn(a2, b2);
+        o[4 * j + 3] = rank ? __fadd_rn(b3, a3) : __fadd_rn(a3, b3);
+    }
+    ws_stage_bf16(stage_addr + WS_MERGE_OUT_AT, o, 1.f / denom_lo, 1.f / denom_hi);
+    // this warpgroup's 64 half rows (512 bytes each, 1 KB apart in out): lane 0 of each warp copies 16
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_bar_sync(6, 128);
+    if (lane == 0) {
+        unsigned char* dst = reinterpret_cast<unsigned char*>(out + ((long long)b * heads + h0) * DIM) + rank * 512;
+        const unsigned int src = stage_addr + WS_MERGE_OUT_AT + rank * 512;
+#pragma unroll
+        for (int r = 0; r < 16; ++r) {
+            const int row = 16 * (warp & 3) + r;
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 512;\n" ::"l"(dst + row * DIM * 2),
+                         "r"(src + row * WS_STAGE_BF16_PITCH)
+                         : "memory");
+        }
+        bulk_commit();
+        bulk_wait_read<0>();
+    }
+    if (rank == 0 && t == 0) {
+        const long long row = (long long)b * heads + h0 + r_lo;
+        lse[row] = sum_lo > 0.f ? (mx_lo + log2f(sum_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = sum_hi > 0.f ? (mx_hi + log2f(sum_hi)) * LN2 : -INFINITY;
+    }
+}
+
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
@@ -2893,7 +3049,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = evict_last_policy();
+        const unsigned long long policy = ws_kv_policy();
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) {
 #pragma unroll
@@ -2959,6 +3115,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
         cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
+        if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // ws_cluster_merge's two cluster barriers
+            ws_cluster_sync();
+            ws_cluster_sync();
+        }
         return;
     }
 
@@ -3162,6 +3322,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     wg_bar_sync(WS_BAR_SUMS, 256);
     l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
     l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+    if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
+        ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
+        return;
+    }
     if (WS_EPILOGUE_SMEM)  // O staged in Q and the buffers
         ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, part_out, part_lse, heads);
     else

@@ -39,7 +39,10 @@ ws's epilogue stages O in shared memory and stores it by one bulk copy a row (se
 CTA of each (row, head block) instead of the combine kernel measured slower, decode b64 H64 40.2 us against
 36.3, and was removed in session 11.)
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
-while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
+while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES).
+ws, opt-in until timed (docs/attn-s11.md): `DSV4_ATTENTION_WS_FLAGS=smem` (the valid-row flags from the producer),
+`DSV4_ATTENTION_WS_SOFTMAX=ffma` (P by one FFMA and ex2.approx.ftz an element), `DSV4_ATTENTION_PERSISTENT=1`
+(unsplit launches as a grid of at most one CTA an SM looping over the (row, head block) items)."""
 
 import functools
 import os
@@ -119,6 +122,22 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
+# the combine kernel: a warp a (row, head), COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials
+# loaded before their weights (one L2 round trip at 2 splits; 64 registers, so every CTA of a b64 H64 merge is
+# resident at once)
+COMBINE_HEADS, COMBINE_SPLITS = 8, 2
+DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
+# L2 policies of the ws kernel (read at import: compile-time; opt-in A/Bs): DSV4_ATTENTION_KV_POLICY the gathered rows'
+# (last: evict_last, FlashMLA's and the default; normal; first), DSV4_ATTENTION_PART_POLICY=last the split partials'
+# bulk stores under evict_last (default: no hint), so the combine kernel finds them in L2
+KV_POLICIES, PART_POLICIES = ("last", "normal", "first"), ("none", "last")
+KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
+PART_POLICY = PART_POLICIES.index(os.environ.get("DSV4_ATTENTION_PART_POLICY", "none"))
+DEFINES.update(WS_KV_POLICY=KV_POLICY, WS_PART_POLICY=PART_POLICY)
+# DSV4_ATTENTION_MERGE=cluster (read at import; opt-in): a ws launch of exactly 2 splits runs as 2-CTA clusters that
+# merge through distributed shared memory (ws_cluster_merge), with no fp32 partials and no combine kernel
+CLUSTER_MERGE = os.environ.get("DSV4_ATTENTION_MERGE", "kernel") == "cluster"
+DEFINES.update(WS_CLUSTER_MERGE=int(CLUSTER_MERGE))
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -230,16 +249,18 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
+    is_ws = kernel == "dsv4_sparse_attention_ws"
+    cluster_merge = is_ws and CLUSTER_MERGE and splits == 2
     grid = (layout.batch, head_blocks, splits)
     if persistent_ctas and splits == 1:
         grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
-           q.device, shared_mem=shared_mem)
-    if splits > 1:
+           q.device, shared_mem=shared_mem, **({"cluster": (1, 1, 2)} if cluster_merge else {}))
+    if splits > 1 and not cluster_merge:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
-        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>", (layout.batch, layout.heads),
-               (contract.ATTN_DIM // 4,), (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device,
-               pdl=True)
+        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
+               (layout.batch, contract.cdiv(layout.heads, COMBINE_HEADS)), (32 * COMBINE_HEADS,),
+               (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device, pdl=True)
