@@ -15,7 +15,8 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_CLUSTER_MERGE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM, WS_FUSED_COMBINE come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
+// WS_CLUSTER_MERGE, WS_KV_POLICY come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -24,7 +25,9 @@ static_assert(H64_HEADS == 64, "h64, wgmma, pipe, pair: a CTA's heads are one 64
 static_assert(WG2_PAIR == 128, "wgmma2: a pair of 64-row blocks, 128 gathered rows, per step");
 static_assert(WS_READY_FENCE == 0 || WS_READY_FENCE == 1, "ws: the proxy fence after a ready wait, on or off");
 static_assert(WS_EPILOGUE_SMEM == 0 || WS_EPILOGUE_SMEM == 1, "ws: O through shared memory and bulk copies, or not");
-static_assert(WS_FUSED_COMBINE == 0 || WS_FUSED_COMBINE == 1, "ws: the last split's CTA merges, or the combine kernel");
+static_assert(WS_FLAGS_SMEM == 0 || WS_FLAGS_SMEM == 1, "ws: the valid-row flags from the producer, or from the index list");
+static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and ex2.approx.ftz, or by exp2f");
+static_assert(WS_PERSISTENT == 0 || WS_PERSISTENT == 1, "ws: unsplit launches as a persistent grid over the items, or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2203,12 +2206,14 @@ __global__ void __launch_bounds__(256, 1)
 // they add at the end. Four named barriers carry the handshakes (max of A, max of the pair, P_A
 // stored, P_B stored): the side that only signals arrives without waiting.
 // Masked rows (-1, or past the split's end) are zero-filled by the copy (src-size 0) and their S
-// columns set to -inf from the indices, which each math thread reads itself (16 a pair).
-// Shared memory: alignment slack, Q, 2 buffers, P of both blocks, the max and sum exchange, 9 mbarriers.
+// columns set to -inf from the indices, which each math thread reads itself (16 a pair), or under
+// WS_FLAGS_SMEM from 16 bytes of flags the producer writes a pair (ws_flag_word; docs/attn-s11.md).
+// Shared memory: alignment slack, Q, 2 buffers, P of both blocks, the max and sum exchange, 9 mbarriers
+// (and the flags under WS_FLAGS_SMEM).
 #define WS_THREADS 384
 #define WS_MATH_REGS 216  // setmaxnreg: 2 x 128 x 216 + 128 x 72 = 384 x 168, the launch's registers
 #define WS_PRODUCER_REGS 72
-#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8)
+#define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + WS_FLAGS_SMEM * 16 + WS_PERSISTENT * 8)
 #define WS_HALF_BYTES (WG_MAT_BYTES / 2)  // 4 chunks of 64 dims
 enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
 
@@ -2237,7 +2242,7 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     return policy;
 }
 // the gathers' policy, WS_KV_POLICY (opt-in A/B): 0 evict_last as above; 1 evict_normal, 2 evict_first (at decode H 64
-// no other CTA reads a row again, and evict_last rows may push the split partials out of L2 before the combine)
+// no other CTA reads a row again)
 __device__ __forceinline__ unsigned long long ws_kv_policy() {
     unsigned long long policy;
     if (WS_KV_POLICY == 1)
@@ -2282,8 +2287,83 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
         wgmma_m64n256k16_ss(o, wg_desc(p_addr + ks * 32, 16, 1024), wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
 }
 
-// The ws epilogue through shared memory (WS_EPILOGUE_SMEM) and the merge of the splits by the last CTA
-// of a (row, head block) to finish (WS_FUSED_COMBINE). Once both math warpgroups' last wgmma is done (the
+// WS_FLAGS_SMEM: the producer's valid-row flags. Warp w of the producer holds the indices of rows
+// 4 w + i + 16 k (i = lane / 8, k = 0..3) of each block (copy_half's mapping); the lanes 8 i of `ballots[k]` (each
+// lane's ids >= 0) are those rows. Row r is column 8 nt + 2 t + e of the math thread with quad index t: here
+// t = 2 (w & 1) + (i >> 1), nt = (w >> 1) + 2 k, e = i & 1. Returns, for t = 2 (w & 1) + l (l = 0, 1), the bits
+// 2 nt + e the warp knows (the nt of parity w >> 1); the reader ORs the two warps' parts.
+__device__ __forceinline__ unsigned int ws_flag_part(const unsigned int (&ballots)[4], int w, int l) {
+    unsigned int word = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) word |= ((ballots[k] >> (8 * (2 * l + e))) & 1u) << (2 * ((w >> 1) + 2 * k) + e);
+    return word;
+}
+// the math thread's 16 flags of its block (bit 2 nt + e: column 8 nt + 2 t + e), as valid_bits gives them,
+// from the u16 flag_s[block][t][part] words
+__device__ __forceinline__ unsigned int ws_flag_word(unsigned int flags_addr, int block, int t) {
+    unsigned int both;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(both) : "r"(flags_addr + (block * 4 + t) * 4) : "memory");
+    return both | (both >> 16);  // bits 16.. are never read (masked_row_max reads bits 0..15)
+}
+
+// WS_SOFTMAX_FFMA: e^x as the one MUFU (results under 2^-126 flush to 0: a weight 1e-38 of the row's maximum)
+__device__ __forceinline__ float ws_ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// masked_row_max over the raw S: masked columns -inf, the row maxima (quad-reduced) scaled to base 2 by
+// scale2 (> 0, so max(s) scale2 = max(s scale2)); s stays unscaled for ws_softmax_update
+__device__ __forceinline__ void ws_masked_row_max_raw(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
+                                                      float& mx_hi) {
+    mx_lo = -INFINITY;
+    mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        const bool v0 = (valid >> (2 * nt)) & 1u, v1 = (valid >> (2 * nt + 1)) & 1u;
+        s[4 * nt] = v0 ? s[4 * nt] : -INFINITY;
+        s[4 * nt + 1] = v1 ? s[4 * nt + 1] : -INFINITY;
+        s[4 * nt + 2] = v0 ? s[4 * nt + 2] : -INFINITY;
+        s[4 * nt + 3] = v1 ? s[4 * nt + 3] : -INFINITY;
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+    quad_row_max(mx_lo, mx_hi);
+    mx_lo *= scale2;
+    mx_hi *= scale2;
+}
+// softmax_update for raw s: P = e2(s scale2 - m) by one FFMA and one MUFU an element
+__device__ __forceinline__ void ws_softmax_update(float (&s)[32], float scale2, float mx_lo, float mx_hi, float& m_lo,
+                                                  float& m_hi, float& l_lo, float& l_hi, float& alpha_lo,
+                                                  float& alpha_hi) {
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    alpha_lo = ws_ex2(m_lo - use_lo);
+    alpha_hi = ws_ex2(m_hi - use_hi);
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        s[4 * nt] = ws_ex2(fmaf(s[4 * nt], scale2, -use_lo));
+        s[4 * nt + 1] = ws_ex2(fmaf(s[4 * nt + 1], scale2, -use_lo));
+        s[4 * nt + 2] = ws_ex2(fmaf(s[4 * nt + 2], scale2, -use_hi));
+        s[4 * nt + 3] = ws_ex2(fmaf(s[4 * nt + 3], scale2, -use_hi));
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+    m_lo = new_lo;
+    m_hi = new_hi;
+}
+
+// The ws epilogue through shared memory (WS_EPILOGUE_SMEM). Once both math warpgroups' last wgmma is done (the
 // sums barrier: each waited for its own), Q and the two buffers (192 KB from the aligned base) are free:
 // the CTA's 64 rows of O are staged there and leave by one bulk copy a row (1 KB bf16, 2 KB fp32), not by
 // 64 register stores a thread that each fill half of their 32-byte sectors. The staged pitches put a
@@ -2291,11 +2371,7 @@ __device__ __forceinline__ void wg_pv_ss(float* o, unsigned int p_addr, unsigned
 // fp32 (2080 bytes = 520 words) a half-warp's 4 rows x 32 bytes of float2.
 #define WS_STAGE_BF16_PITCH (DIM * 2 + 16)
 #define WS_STAGE_F32_PITCH (DIM * 4 + 32)
-// the fused merge's output rows go after the staged fp32 partial, which it still reads (its own split's)
-#define WS_STAGE_MERGED_AT (64 * WS_STAGE_F32_PITCH)
 static_assert(64 * WS_STAGE_F32_PITCH <= 3 * WG_MAT_BYTES, "ws: the staged fp32 rows fit in Q and the two buffers");
-static_assert(WS_STAGE_MERGED_AT % 16 == 0 && WS_STAGE_MERGED_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES + 2 * 64 * 128,
-              "ws: the merged bf16 rows fit before the max and sum exchange (Q, the buffers and P are free)");
 
 __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, unsigned int b, unsigned int c,
                                             unsigned int d) {
@@ -2303,18 +2379,16 @@ __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, u
                  "r"(c), "r"(d)
                  : "memory");
 }
-// O fragments j0 .. j0 + NJ - 1 of this math thread (v[4 (j - j0) + c], the accumulator layout) times inv by
-// row, as bf16 into the staged rows at stage_addr: one stmatrix.x4 for two j, its matrices (rows r_lo's
-// 8, dims 8 j), (r_hi's, 8 j), (r_lo's, 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has
-// (lane 4 g + t: row g, columns 2 t, 2 t + 1); lane l gives the address of row l & 7 of matrix l >> 3
-template <int NJ>
-__device__ __forceinline__ void ws_stage_bf16(unsigned int stage_addr, const float* v, int j0, float inv_lo,
-                                              float inv_hi) {
+// the 32 O fragments of this math thread (v[4 j + c], the accumulator layout) times inv by row, as bf16 into
+// the staged rows at stage_addr: one stmatrix.x4 for two j, its matrices (rows r_lo's 8, dims 8 j), (r_hi's,
+// 8 j), (r_lo's, 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has (lane 4 g + t: row g,
+// columns 2 t, 2 t + 1); lane l gives the address of row l & 7 of matrix l >> 3
+__device__ __forceinline__ void ws_stage_bf16(unsigned int stage_addr, const float (&v)[128], float inv_lo, float inv_hi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, mat = lane >> 3;
     const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
-    const unsigned int addr = stage_addr + row * WS_STAGE_BF16_PITCH + ((warp >> 2) * 256 + 8 * (j0 + (mat >> 1))) * 2;
+    const unsigned int addr = stage_addr + row * WS_STAGE_BF16_PITCH + ((warp >> 2) * 256 + 8 * (mat >> 1)) * 2;
 #pragma unroll
-    for (int j = 0; j < NJ; j += 2)
+    for (int j = 0; j < 32; j += 2)
         stmatrix_x4(addr + j * 16, pack_bf16(v[4 * j] * inv_lo, v[4 * j + 1] * inv_lo),
                     pack_bf16(v[4 * j + 2] * inv_hi, v[4 * j + 3] * inv_hi),
                     pack_bf16(v[4 * j + 4] * inv_lo, v[4 * j + 5] * inv_lo),
@@ -2334,9 +2408,7 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 }
 // the 64 staged rows (pitch bytes apart) to the 64 contiguous global rows of row_bytes at dst. The generic
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
-// 8 w .. 8 w + 7 and waits: COMPLETE for the writes themselves (the fused merge's release follows), else only
-// for its reads of shared memory (which must outlive them; the CTA may then exit)
-template <bool COMPLETE, bool KEEP = false>
+// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit)
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2346,173 +2418,442 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
             const int row = 8 * warp + r;
-            if (KEEP)  // the split partials, read again by the combine kernel: kept in L2 past the gathered rows
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(
-                                 dst_bytes + row * row_bytes),
-                             "r"(stage_addr + row * pitch), "r"(row_bytes), "l"(evict_last_policy())
-                             : "memory");
-            else
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
-                             "r"(stage_addr + row * pitch), "r"(row_bytes)
-                             : "memory");
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
+                         "r"(stage_addr + row * pitch), "r"(row_bytes)
+                         : "memory");
         }
         bulk_commit();
-        if (COMPLETE) {
-            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-            asm volatile("fence.proxy.async.global;\n" ::: "memory");  // async-proxy writes before the release
-        } else {
-            bulk_wait_read<0>();
-        }
+        bulk_wait_read<0>();
     }
 }
 
-// The ws kernel's epilogue when WS_EPILOGUE_SMEM or WS_FUSED_COMBINE is on (else wg_epilogue): o, m, l as
-// wg_epilogue's (the sums of both warpgroups added), stage = the aligned base of shared memory (free now),
-// flag_s a shared int. Not SPLIT: out = O / (l [+ exp(sink - m)]) and lse. SPLIT: this split's partial (O / l,
-// fp32) and lse; under WS_FUSED_COMBINE with counters (not null) the CTA then counts itself in on
-// counters[row, head block] and the last of the splits to arrive merges them as
-// dsv4_sparse_attention_combine does, reading every split's partial (its own too) in split order, so the
-// result does not depend on which CTA is last; it sets the counter back to 0 for the next launch. Its own
-// partial comes from the staged rows under WS_EPILOGUE_SMEM (the bytes its bulk copy wrote), else from L2.
+// The ws kernel's epilogue under WS_EPILOGUE_SMEM (else wg_epilogue): o, m, l as wg_epilogue's (the sums of
+// both warpgroups added), stage = the aligned base of shared memory (free now). Not SPLIT: out = O / (l [+
+// exp(sink - m)]) and lse. SPLIT: this split's partial (O / l, fp32) and lse, merged by the combine kernel.
 template <bool HAS_SINK, bool SPLIT>
 __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
-                                            unsigned char* stage, int* flag_s, const float* sink, unsigned short* out,
-                                            float* lse, float* part_out, float* part_lse, int* counters, int heads) {
+                                            unsigned char* stage, const float* sink, unsigned short* out, float* lse,
+                                            float* part_out, float* part_lse, int heads) {
     const int b = blockIdx.x, splits = gridDim.z;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
     const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = blockIdx.y * 64;
     const unsigned int stage_addr = (unsigned int)__cvta_generic_to_shared(stage);
-    const long long row = (long long)b * heads + h0 + r_lo;  // this thread's low head; high = +8
     if (!SPLIT) {
+        const long long row = (long long)b * heads + h0 + r_lo;  // this thread's low head; high = +8
         float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
         if (HAS_SINK) {
             denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
             denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
         }
-        if (WS_EPILOGUE_SMEM) {
-            ws_stage_bf16<32>(stage_addr, o, 0, 1.f / denom_lo, 1.f / denom_hi);
-            ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
-            if (half == 0 && t == 0) {
-                lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-                lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-            }
-        } else {
-            wg_epilogue<HAS_SINK, false>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
+        ws_stage_bf16(stage_addr, o, 1.f / denom_lo, 1.f / denom_hi);
+        ws_bulk_store_rows(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
+        if (half == 0 && t == 0) {
+            lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+            lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
         }
         return;
     }
-    const bool fused = WS_FUSED_COMBINE && counters != nullptr;
     const long long first = (long long)b * splits * heads + h0 + r_lo;  // split s's low row at first + s * heads
-    if (WS_EPILOGUE_SMEM) {
-        ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
-        float* dst = part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM;
-        if (fused)
-            ws_bulk_store_rows<true>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
-        else
-            ws_bulk_store_rows<false, WS_PART_POLICY == 1>(dst, stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
-        if (half == 0 && t == 0) {
-            const long long prow = first + (long long)blockIdx.z * heads;
-            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
-        }
-    } else {
-        wg_epilogue<HAS_SINK, true>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
-    }
-    if (!fused) return;
-    // CUTLASS's split-K semaphore pattern (barrier.h arrive_inc / wait): the 256 math threads meet, so their
-    // partial stores (and the bulk copies, complete and proxy-fenced by their issuers) precede thread 0's
-    // release fence and count; its acquire fence, when last, precedes the barrier the others pass before
-    // they read the other splits' partials (past L1: __ldcg). One fence a CTA, not one a thread.
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    if (threadIdx.x == 0) {
-        int* counter = counters + b * gridDim.y + blockIdx.y;
-        int arrived;
-        asm volatile("fence.acq_rel.gpu;\n\tatom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n"
-                     : "=r"(arrived)
-                     : "l"(counter)
-                     : "memory");
-        const int last = arrived == splits - 1;
-        if (last) {
-            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-            *counter = 0;  // every split has counted: ready for the next launch (and graph replay)
-        }
-        *flag_s = last;
-    }
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    if (!*reinterpret_cast<volatile int*>(flag_s)) return;
-    float mx_lo = -INFINITY, mx_hi = -INFINITY;
-    for (int s = 0; s < splits; ++s) {
-        mx_lo = fmaxf(mx_lo, __ldcg(part_lse + first + (long long)s * heads));
-        mx_hi = fmaxf(mx_hi, __ldcg(part_lse + first + (long long)s * heads + 8));
-    }
-    const float use_lo = mx_lo == -INFINITY ? 0.f : mx_lo, use_hi = mx_hi == -INFINITY ? 0.f : mx_hi;
-    float total_lo = 0.f, total_hi = 0.f;
-    for (int s = 0; s < splits; ++s) {
-        total_lo += exp2f((__ldcg(part_lse + first + (long long)s * heads) - use_lo) * LOG2E);
-        total_hi += exp2f((__ldcg(part_lse + first + (long long)s * heads + 8) - use_hi) * LOG2E);
-    }
-    const float lse_lo = total_lo > 0.f ? use_lo + log2f(total_lo) * LN2 : -INFINITY;
-    const float lse_hi = total_hi > 0.f ? use_hi + log2f(total_hi) * LN2 : -INFINITY;
-    float scale_lo = total_lo > 0.f ? 1.f / total_lo : 0.f, scale_hi = total_hi > 0.f ? 1.f / total_hi : 0.f;
-    if (HAS_SINK && total_lo > 0.f) scale_lo /= 1.f + exp2f(fminf((sink[h0 + r_lo] - lse_lo) * LOG2E, 126.f));
-    if (HAS_SINK && total_hi > 0.f) scale_hi /= 1.f + exp2f(fminf((sink[h0 + r_lo + 8] - lse_hi) * LOG2E, 126.f));
-    // two passes of 16 fragments (64 accumulators and 64 loads live: O is dead, 216 registers)
-#pragma unroll
-    for (int pass = 0; pass < 2; ++pass) {
-        float acc[64];
-#pragma unroll
-        for (int i = 0; i < 64; ++i) acc[i] = 0.f;
-        for (int s = 0; s < splits; ++s) {
-            const long long prow = first + (long long)s * heads;
-            const float w_lo = exp2f((__ldcg(part_lse + prow) - use_lo) * LOG2E);
-            const float w_hi = exp2f((__ldcg(part_lse + prow + 8) - use_hi) * LOG2E);
-            float2 v_lo[16], v_hi[16];
-            if (WS_EPILOGUE_SMEM && s == (int)blockIdx.z) {  // its own partial: still staged, the bytes it copied
-                const float* src_lo = reinterpret_cast<const float*>(stage + r_lo * WS_STAGE_F32_PITCH) + half * 256 +
-                                      2 * t + pass * 128;
-                const float* src_hi = src_lo + 8 * WS_STAGE_F32_PITCH / 4;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    v_lo[j] = *reinterpret_cast<const float2*>(src_lo + 8 * j);
-                    v_hi[j] = *reinterpret_cast<const float2*>(src_hi + 8 * j);
-                }
-            } else {
-                const float* src_lo = part_out + prow * DIM + half * 256 + 2 * t + pass * 128;
-                const float* src_hi = src_lo + 8 * DIM;
-#pragma unroll
-                for (int j = 0; j < 16; ++j) {
-                    v_lo[j] = __ldcg(reinterpret_cast<const float2*>(src_lo + 8 * j));
-                    v_hi[j] = __ldcg(reinterpret_cast<const float2*>(src_hi + 8 * j));
-                }
-            }
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                acc[4 * j] += w_lo * v_lo[j].x;
-                acc[4 * j + 1] += w_lo * v_lo[j].y;
-                acc[4 * j + 2] += w_hi * v_hi[j].x;
-                acc[4 * j + 3] += w_hi * v_hi[j].y;
-            }
-        }
-        if (WS_EPILOGUE_SMEM) {
-            ws_stage_bf16<16>(stage_addr + WS_STAGE_MERGED_AT, acc, 16 * pass, scale_lo, scale_hi);
-        } else {
-            unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t + pass * 128;
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                *reinterpret_cast<unsigned int*>(out_lo + 8 * j) = pack_bf16(acc[4 * j] * scale_lo, acc[4 * j + 1] * scale_lo);
-                *reinterpret_cast<unsigned int*>(out_lo + 8 * DIM + 8 * j) =
-                    pack_bf16(acc[4 * j + 2] * scale_hi, acc[4 * j + 3] * scale_hi);
-            }
-        }
-    }
-    if (WS_EPILOGUE_SMEM)
-        ws_bulk_store_rows<false>(out + ((long long)b * heads + h0) * DIM, stage_addr + WS_STAGE_MERGED_AT,
-                                  WS_STAGE_BF16_PITCH, DIM * 2);
+    ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
+    ws_bulk_store_rows(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
+                       WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
-        lse[row] = lse_lo;
-        lse[row + 8] = lse_hi;
+        const long long prow = first + (long long)blockIdx.z * heads;
+        part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
     }
 }
+#if WS_PERSISTENT
+// WS_PERSISTENT's epilogue (unsplit): out = O / (l [+ exp(sink - m)]) as bf16, staged in buffer 1 at
+// stage_addr (64 rows at pitch 1024, unit u of row r at ((u + r) mod 64) x 16), then lane 0 of math warp w
+// copies rows 8 w .. 8 w + 7 out, two linear pieces a row (global units 0 .. 63 - r from staged unit r on,
+// units 64 - r .. 63 from staged unit 0), waits for the reads and, where free_addr is not 0, arrives on it
+// with count 32 (warps 0..3: rows 0..31, K1L's bytes; warps 4..7: K1R's), freeing the half for the producer
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo,
+                                                       float l_hi, unsigned int stage_addr, int b, int hb,
+                                                       const float* sink, unsigned short* out, float* lse, int heads,
+                                                       unsigned int free_addr) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
+    const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = hb * 64;
+    float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
+    if (HAS_SINK) {
+        denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
+        denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+    }
+    const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
+    {  // ws_stage_bf16's stmatrix.x4 stores at the rotated units
+        const int mat = lane >> 3;
+        const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
+        const int u0 = half * 32 + (mat >> 1) + row;
+        const unsigned int row_addr = stage_addr + row * 1024;
+#pragma unroll
+        for (int j = 0; j < 32; j += 2)
+            stmatrix_x4(row_addr + ((u0 + j) & 63) * 16, pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo),
+                        pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi),
+                        pack_bf16(o[4 * j + 4] * inv_lo, o[4 * j + 5] * inv_lo),
+                        pack_bf16(o[4 * j + 6] * inv_hi, o[4 * j + 7] * inv_hi));
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy (bulk) reads
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    const int w = __shfl_sync(0xffffffffu, warp, 0);
+    if (lane == 0) {
+        unsigned char* dst = reinterpret_cast<unsigned char*>(out + ((long long)b * heads + h0) * DIM);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const int r = 8 * w + i;
+            const unsigned int src = stage_addr + r * 1024;
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024),
+                         "r"(src + r * 16), "r"((64 - r) * 16)
+                         : "memory");
+            if (r > 0)
+                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024 + (64 - r) * 16),
+                             "r"(src), "r"(r * 16)
+                             : "memory");
+        }
+        bulk_commit();
+        bulk_wait_read<0>();
+        if (free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(free_addr) : "memory");
+    }
+    if (half == 0 && t == 0) {
+        const long long row = (long long)b * heads + h0 + r_lo;
+        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
+        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+    }
+}
+#endif
+#if WS_PERSISTENT
+// WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
+// each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
+// row, the order the one-item grid ran them in). The pair schedule is the one-item kernel's; across items:
+// - the global pair count g carries the ready / free parities on; Q has its own phase an item (bar_q, the
+//   producer's 128 noinc arrivals) and is refilled once both math warpgroups' last S of the item is done
+//   (q_free: 256 arrivals, each math thread after its last finish_s), under that item's last P V;
+// - an item's first pair fills buffer 0 first (K0L, K0R, K1R, K1L): buffer 1 may still hold the last item's
+//   output, which the epilogue stages there (64 rows at pitch 1024, 16-byte unit u of row r at
+//   ((u + r) mod 64), so a stmatrix's 8 rows of one unit land on 8 bank groups) once both warpgroups' last
+//   P V are done (the sums barrier); the staged rows 0..31 lie in K1L, 32..63 in K1R, and the last pair's
+//   free[K1L] / free[K1R] arrivals come from math warps 0..3 / 4..7's copying lanes (count 32 each) after
+//   their bulk copies have read them, not from the warpgroups after their P V;
+// - O, m, l restart an item; named barriers as in the one-item kernel (SUMS twice: sums, then the staging).
+// Shared memory: the kernel's, then q_free (8 bytes) and the flags (WS_FLAGS_SMEM) after the 9 mbarriers.
+template <bool HAS_SINK>
+__device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
+                                              const float* sink, unsigned short* out, float* lse, int K, int heads,
+                                              float sm_scale, int batch) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned char* smem = wg_smem_base(smem_raw);
+    unsigned char* q_s = smem;                                     // [64 heads] swizzled
+    unsigned char* kv_s = q_s + WG_MAT_BYTES;                      // [2 buffers][64 rows] swizzled
+    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                  // [2 blocks][64 heads x 64 rows] bf16 swizzled
+    float* max_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);   // [2 warpgroups][64 heads]
+    float* sum_s = max_s + 2 * 64;                                 // [2 warpgroups][64 heads]
+    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
+    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
+    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
+    const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
+    auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
+    auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
+    const unsigned int q_free = bar_q + 72;
+#if WS_FLAGS_SMEM
+    const unsigned int flags_addr = bar_q + 80;
+#endif
+    if (threadIdx.x == 0) {
+        mbar_init(bar_q, 128);
+        for (int h = 0; h < 4; ++h) {
+            mbar_init(ready(h), WS_FLAGS_SMEM && (h == 0 || h == 3) ? 136 : 128);
+            mbar_init(free_bar(h), 128);
+        }
+        mbar_init(q_free, 256);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    pdl_launch_dependents();
+
+    const int items = batch * (heads / 64);
+    const int n = max(K, 0);  // unsplit: every item's list is the whole row
+    const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
+    auto pair_count = [&]() {
+        int m = n;
+        asm volatile("" : "+r"(m));
+        return (m + 127) / 128;
+    };
+
+    if (warpgroup == 2) {  // the producer
+        setmaxnreg_dec<WS_PRODUCER_REGS>();
+        const int pairs = pair_count();
+        const int unit = lt & 7, row0 = lt >> 3;
+        const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
+        const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
+        const unsigned long long policy = evict_last_policy();
+        int ids[2][4];
+        int g = 0, it = 0;  // global pair count, this CTA's item count
+        for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
+            const int b = item % batch, hb = item / batch;
+            const int* idx_row = indices + (long long)b * K;
+            if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
+            {
+                const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
+                const int piece = lt & 63;
+#pragma unroll 8
+                for (int r = lt >> 6; r < 64; r += 2)
+                    cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+                cp_async_mbar_arrive(bar_q);
+            }
+            auto load_ids = [&](int pair) {
+#pragma unroll
+                for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) {
+                        const int i = pair * 128 + blk * 64 + row0 + 16 * k;
+                        ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
+                    }
+            };
+            // half buffer h (2 buffer + R half) of the pair in ids, after its free wait; the flags of block
+            // h / 2 with K0L / K1R (as in the one-item kernel). Called with constant h only (inlined, ids[h / 2]
+            // stays in registers; a runtime h put ids on the stack)
+            auto fill = [&](int h, unsigned int parity) {
+                const int blk = h >> 1, r_half = h & 1;
+                mbar_wait(free_bar(h), parity);
+#if WS_FLAGS_SMEM
+                if (h == 0 || h == 3) {
+                    unsigned int ballots[4];
+#pragma unroll
+                    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+                    const int w = lt >> 5, l = lt & 31;
+                    if (l < 2) {
+                        const unsigned int word = ws_flag_part(ballots, w, l);
+                        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                                     "h"((unsigned short)word)
+                                     : "memory");
+                        mbar_arrive(ready(h));
+                    }
+                }
+#endif
+#pragma unroll
+                for (int k = 0; k < 4; ++k) {
+                    const int idx = ids[blk][k];
+                    const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
+                    const unsigned int bytes = idx >= 0 ? 16u : 0u;
+#pragma unroll
+                    for (int c = 0; c < 4; ++c)
+                        cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
+                                               src + c * 128, bytes, policy);
+                }
+                cp_async_mbar_arrive(ready(h));
+            };
+            load_ids(0);
+            for (int j = 0; j < pairs; ++j, ++g) {
+                const unsigned int parity = (g & 1) ^ 1;
+                fill(0, parity);
+                if (j == 0) {  // an item's first pair: buffer 0 before buffer 1 (the last item's staged output)
+                    fill(1, parity);
+                    fill(3, parity);
+                } else {
+                    fill(3, parity);
+                    fill(1, parity);
+                }
+                fill(2, parity);
+                load_ids(j + 1);
+            }
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        return;
+    }
+
+    setmaxnreg_inc<WS_MATH_REGS>();
+    const int pairs = pair_count();
+    const int half = warpgroup;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;
+    const float scale2 = sm_scale * LOG2E;
+    float o[128];
+    float s[32];
+    unsigned int p[4][4];
+    int g0 = 0, it = 0;  // the item's first global pair, this CTA's item count
+    for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
+        const int b = item % batch, hb = item / batch;
+        const int* idx_row = indices + (long long)b * K;
+        auto valid_bits = [&](int j) {
+            unsigned int v = 0;
+#pragma unroll
+            for (int c = 0; c < 16; ++c) {
+                const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
+                if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
+            }
+            return v;
+        };
+#if WS_FLAGS_SMEM
+        unsigned int flag_word = 0;
+#endif
+        // as the one-item kernel's, j the item's pair (the parity from g0 + j)
+        auto issue_s = [&](int j, int first, bool release_k1l) {
+            const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
+            const unsigned int parity = (g0 + j) & 1;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+            mbar_wait(ready(2 * half + first), parity);
+#if WS_FLAGS_SMEM
+            flag_word = ws_flag_word(flags_addr, half, t);
+#endif
+            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_fence();
+            wg_s_half(s, q_addr, k_addr, 4 * first);
+            wg_commit();
+            if (release_k1l) {
+                wg_wait1();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(2));
+            }
+            mbar_wait(ready(2 * half + (first ^ 1)), parity);
+            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            wg_fence();
+            wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
+            wg_commit();
+        };
+#pragma unroll
+        for (int i = 0; i < 128; ++i) o[i] = 0.f;
+        float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;
+        // this warpgroup's S landed; after the item's last, Q is free (q_free)
+        auto finish_s = [&](unsigned int valid, float& mx_lo, float& mx_hi, bool last) {
+            wg_wait0();
+#pragma unroll
+            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+            if (last) mbar_arrive(q_free);
+#if WS_SOFTMAX_FFMA
+            ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
+            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
+        };
+        auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+            if (t == 0) {
+                max_s[at + r_lo] = m_lo;
+                max_s[at + r_hi] = m_hi;
+            }
+            wg_bar_arrive(bar);
+            rescale_o(o, alpha_lo, alpha_hi);
+            p_fragments(s, p);
+#pragma unroll
+            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+            wg_fence();
+            wg_pv_rs(o, p, v_addr);
+            wg_commit();
+        };
+        mbar_wait(bar_q, it & 1);
+        if (pairs == 0) mbar_arrive(q_free);  // no S reads this item's Q
+        if (half == 0) {
+            const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;
+#if WS_FLAGS_SMEM
+            if (pairs > 0) issue_s(0, 0, false);
+            unsigned int valid = flag_word;
+#else
+            unsigned int valid = valid_bits(0);
+            if (pairs > 0) issue_s(0, 0, false);
+#endif
+            for (int j = 0; j < pairs; ++j) {
+                float mx_lo, mx_hi, alpha_lo, alpha_hi;
+                finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
+#if WS_SOFTMAX_FFMA
+                ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
+                softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
+                publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
+                wg_wait0();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(0));
+                wg_bar_sync(WS_BAR_MAX_PAIR, 256);
+                const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+                const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+                const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
+                const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
+                const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
+                m_lo = pair_lo;
+                m_hi = pair_hi;
+                l_lo *= sc_lo;
+                l_hi *= sc_hi;
+#pragma unroll
+                for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+                store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                wg_bar_arrive(WS_BAR_P_A);
+                rescale_o(o, sc_lo, sc_hi);
+                wg_bar_sync(WS_BAR_P_B, 256);
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                wg_fence();
+                wg_pv_ss(o, p_addr + 64 * 128, other_v);
+                wg_commit();
+                if (j + 1 < pairs) {
+#if WS_FLAGS_SMEM
+                    issue_s(j + 1, 0, true);
+                    valid = flag_word;
+#else
+                    valid = valid_bits(j + 1);
+                    issue_s(j + 1, 0, true);
+#endif
+                } else {
+                    wg_wait0();  // K1L's last read done; freed after the epilogue's copies out of it
+#pragma unroll
+                    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                }
+            }
+        } else {
+            const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;
+            for (int j = 0; j < pairs; ++j) {
+#if WS_FLAGS_SMEM
+                issue_s(j, 1, false);
+                const unsigned int valid = flag_word;
+#else
+                const unsigned int valid = valid_bits(j);
+                issue_s(j, 1, false);
+#endif
+                float mx_lo, mx_hi, alpha_lo, alpha_hi;
+                finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
+                wg_bar_sync(WS_BAR_MAX_A, 256);
+#if WS_SOFTMAX_FFMA
+                ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                  alpha_lo, alpha_hi);
+#else
+                softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                  alpha_lo, alpha_hi);
+#endif
+                publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
+                store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                wg_bar_sync(WS_BAR_P_A, 256);
+                wg_pv_ss(o, p_addr, other_v);
+                wg_commit();
+                wg_bar_arrive(WS_BAR_P_B);
+                wg_wait1();
+                if (j + 1 < pairs) mbar_arrive(free_bar(3));  // the last pair's: after the epilogue's copies
+                wg_wait0();
+#pragma unroll
+                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+                mbar_arrive(free_bar(1));
+            }
+        }
+        if (t == 0) {
+            sum_s[half * 64 + r_lo] = l_lo;
+            sum_s[half * 64 + r_hi] = l_hi;
+        }
+        wg_bar_sync(WS_BAR_SUMS, 256);  // both warpgroups' sums, and their last P V done: buffer 1 is free
+        l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
+        l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+        ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
+                                         pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+    }
+}
+#endif
 #endif
 
 // WS_CLUSTER_MERGE (opt-in): a row's two splits run as a 2-CTA cluster (cluster dims 1 x 1 x 2: rank = blockIdx.z)
@@ -2597,7 +2938,7 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
         o[4 * j + 2] = rank ? __fadd_rn(b2, a2) : __fadd_rn(a2, b2);
         o[4 * j + 3] = rank ? __fadd_rn(b3, a3) : __fadd_rn(a3, b3);
     }
-    ws_stage_bf16<32>(stage_addr + WS_MERGE_OUT_AT, o, 0, 1.f / denom_lo, 1.f / denom_hi);
+    ws_stage_bf16(stage_addr + WS_MERGE_OUT_AT, o, 1.f / denom_lo, 1.f / denom_hi);
     // this warpgroup's 64 half rows (512 bytes each, 1 KB apart in out): lane 0 of each warp copies 16
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(6, 128);
@@ -2625,8 +2966,14 @@ template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                             int chunk, float sm_scale, int* counters) {
+                             int chunk, float sm_scale, int batch) {
 #if WG_AVAILABLE
+#if WS_PERSISTENT
+    if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
+        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, K, heads, sm_scale, batch);
+        return;
+    }
+#endif
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     unsigned char* q_s = smem;                                     // [64 heads] swizzled
@@ -2641,10 +2988,18 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
+#if WS_FLAGS_SMEM
+    // u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag writers'
+    // arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
+    const unsigned int flags_addr = bar_q + 72;
+#define WS_READY_COUNT(h) ((h) == 0 || (h) == 3 ? 136 : 128)
+#else
+#define WS_READY_COUNT(h) 128
+#endif
     if (threadIdx.x == 0) {
         mbar_init(bar_q, 128);
         for (int h = 0; h < 4; ++h) {
-            mbar_init(ready(h), 128);
+            mbar_init(ready(h), WS_READY_COUNT(h));
             mbar_init(free_bar(h), 128);
         }
         mbar_init_fence();
@@ -2709,13 +3064,37 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                                            src + c * 128, bytes, policy);
             }
         };
+        // WS_FLAGS_SMEM: block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so
+        // its reader has read the last pair's: it read them before it freed that half) and published by a
+        // release arrival on that half's ready barrier, which the reader waits on first
+#if WS_FLAGS_SMEM
+        auto publish_flags = [&](int blk, unsigned int bar) {
+            unsigned int ballots[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+            const int w = lt >> 5, l = lt & 31;
+            if (l < 2) {
+                const unsigned int word = ws_flag_part(ballots, w, l);
+                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                             "h"((unsigned short)word)
+                             : "memory");
+                mbar_arrive(bar);
+            }
+        };
+#endif
         load_ids(0);
         for (int j = 0; j < pairs; ++j) {
             const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
             mbar_wait(free_bar(0), parity);
+#if WS_FLAGS_SMEM
+            publish_flags(0, ready(0));
+#endif
             copy_half(0, 0);
             cp_async_mbar_arrive(ready(0));
             mbar_wait(free_bar(3), parity);
+#if WS_FLAGS_SMEM
+            publish_flags(1, ready(3));
+#endif
             copy_half(1, 1);
             cp_async_mbar_arrive(ready(3));
             mbar_wait(free_bar(1), parity);
@@ -2754,6 +3133,12 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
     // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
     // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
+    // WS_FLAGS_SMEM: the flags of the block whose S is issued, read after the first wait (ready[K0L] for warpgroup
+    // 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on). The switches are #if rather than
+    // constant conditions: with them off the kernel's text, and so its SASS, is the measured one
+#if WS_FLAGS_SMEM
+    unsigned int flag_word = 0;
+#endif
     auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
         const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
         const unsigned int parity = j & 1;
@@ -2762,6 +3147,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
         mbar_wait(ready(2 * half + first), parity);
+#if WS_FLAGS_SMEM
+        flag_word = ws_flag_word(flags_addr, half, t);
+#endif
         // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
         // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
         if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -2793,7 +3181,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+#if WS_SOFTMAX_FFMA
+        ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
         masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
     };
     // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
     // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
@@ -2816,12 +3208,21 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
         // the flags of the pair whose S is in flight, loaded before its issue (ptxas otherwise moved most of
         // the loads past the S wait, onto the path to the softmax)
+#if WS_FLAGS_SMEM
+        if (pairs > 0) issue_s(s, o, 0, 0, false);
+        unsigned int valid = flag_word;
+#else
         unsigned int valid = valid_bits(0);
         if (pairs > 0) issue_s(s, o, 0, 0, false);
+#endif
         for (int j = 0; j < pairs; ++j) {
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
+#if WS_SOFTMAX_FFMA
+            ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
             softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
             publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
             wg_wait0();
 #pragma unroll
@@ -2831,8 +3232,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             // the pair's max from warpgroup 1: P_A, O and l to it (scale 0 while this row saw nothing)
             wg_bar_sync(WS_BAR_MAX_PAIR, 256);
             const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+            const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+            const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
             const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
             const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
             m_lo = pair_lo;
             m_hi = pair_hi;
             l_lo *= sc_lo;
@@ -2850,8 +3256,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_pv_ss(o, p_addr + 64 * 128, other_v);
             wg_commit();
             if (j + 1 < pairs) {  // the next S_A under this P V
+#if WS_FLAGS_SMEM
+                issue_s(s, o, j + 1, 0, true);
+                valid = flag_word;
+#else
                 valid = valid_bits(j + 1);
                 issue_s(s, o, j + 1, 0, true);
+#endif
             } else {
                 wg_wait0();
 #pragma unroll
@@ -2862,13 +3273,23 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     } else {
         const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
         for (int j = 0; j < pairs; ++j) {
+#if WS_FLAGS_SMEM
+            issue_s(s, o, j, 1, false);
+            const unsigned int valid = flag_word;
+#else
             const unsigned int valid = valid_bits(j);  // as warpgroup 0's
             issue_s(s, o, j, 1, false);
+#endif
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
+#if WS_SOFTMAX_FFMA
+            ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                              alpha_lo, alpha_hi);
+#else
             softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
                               alpha_hi);
+#endif
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -2897,9 +3318,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
         return;
     }
-    if (WS_EPILOGUE_SMEM || WS_FUSED_COMBINE)  // O staged in Q and the buffers; max_s (read) holds the merge flag
-        ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, reinterpret_cast<int*>(max_s), sink, out, lse,
-                                     part_out, part_lse, counters, heads);
+    if (WS_EPILOGUE_SMEM)  // O staged in Q and the buffers
+        ws_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, part_out, part_lse, heads);
     else
         wg_epilogue<HAS_SINK, SPLIT>(o, m_lo, m_hi, l_lo, l_hi, true, true, sink, out, lse, part_out, part_lse, heads);
 #else

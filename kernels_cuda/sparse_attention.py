@@ -35,9 +35,9 @@ cache (`launch_split` is the launch both use).
 them (pipe: the decode path before pair).
 ws's epilogue stages O in shared memory and stores it by one bulk copy a row (session 10: prefill H64 822 ->
 742 us, H128 2503 -> 2280, decode b256 78.3 -> 71.2, b64 H128 56 -> 52; docs/attn-s10.md);
-`DSV4_ATTENTION_WS_EPILOGUE=regs` restores the register stores for the A/B. `DSV4_ATTENTION_COMBINE=fused`
-(opt-in, measured slower: decode b64 H64 40.2 us against 36.3) has the last CTA of each (row, head block)
-merge the splits instead of the combine kernel.
+`DSV4_ATTENTION_WS_EPILOGUE=regs` restores the register stores for the A/B. (A merge of the splits by the last
+CTA of each (row, head block) instead of the combine kernel measured slower, decode b64 H64 40.2 us against
+36.3, and was removed in session 11.)
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
 while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
@@ -58,14 +58,14 @@ WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 # ws: O staged in the free Q and buffer space and stored by one bulk copy a row (docs/attn-s10.md; the default
 # since session 10's call 2); DSV4_ATTENTION_WS_EPILOGUE=regs stores it from registers (64 STG a thread)
 WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs"
-# ws, split: DSV4_ATTENTION_COMBINE=fused has the last CTA of a (row, head block) merge the splits (an arrival
-# counter a unit in a cached int32 workspace) instead of the combine kernel, where there are at most
-# FUSED_MAX_SPLITS: that CTA reads the other splits' 128 KB partials alone (~1.1 us each from L2), while the
-# combine kernel spreads them over (row, head) CTAs; fused-all: at every split count. Opt-in: on the H200
-# (session 10, call 2, at every split count) decode b64 H64 took 40.2 us against 36.3 without it
-COMBINE = os.environ.get("DSV4_ATTENTION_COMBINE", "kernel")
-WS_FUSED_COMBINE = COMBINE in ("fused", "fused-all")
-FUSED_MAX_SPLITS = 1 << 30 if COMBINE == "fused-all" else 2
+# ws, opt-in until timed (docs/attn-s11.md): DSV4_ATTENTION_WS_FLAGS=smem has the producer write each block's
+# valid-row flags to shared memory (a math thread reads one word a pair instead of 16 index-list loads);
+# DSV4_ATTENTION_WS_SOFTMAX=ffma computes P as ex2.approx.ftz(S * scale - m), one FFMA and one MUFU an element
+WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "loads") == "smem"
+WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "exp2f") == "ffma"
+# ws, opt-in until timed: DSV4_ATTENTION_PERSISTENT=1 runs unsplit launches as a grid of at most one CTA an SM,
+# each looping over (row, head block) items (the next item's Q and first gather under the last one's epilogue)
+WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "0") == "1"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -88,9 +88,10 @@ WG_SHARED_BYTES = (1024 + WG_TILE * KV_ROW_BYTES + WG_STAGES * WG_TILE * KV_ROW_
 # wgmma2: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max / sum, indices of 2 pairs
 WG2_PAIR = 128
 WG2_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 64 * 4 + 2 * WG2_PAIR * 4
-# ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers;
-# 3 warpgroups (2 math, 1 producer)
-WS_SHARED_BYTES = 1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8
+# ws: alignment slack, Q, 2 buffers of 64 swizzled rows, P of both blocks, row max and sum exchange, 9 mbarriers,
+# (WS_FLAGS_SMEM) the 16 bytes of flags, (WS_PERSISTENT) the q_free mbarrier; 3 warpgroups (2 math, 1 producer)
+WS_SHARED_BYTES = (1024 + 3 * WG_TILE * KV_ROW_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + 16 * WS_FLAGS_SMEM
+                   + 8 * WS_PERSISTENT)
 WS_THREADS = 384
 # pipe: alignment slack, Q, 4 stages of 32 swizzled rows, the S partials (2 x 64 x 32 fp32), the flags
 PIPE_TILE, PIPE_BF16_STAGES = 32, 4
@@ -116,19 +117,18 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PIPE_RAW_STAGES": PIPE_RAW_STAGES, "FP8_LATE_RAW_STAGES": FP8_LATE_RAW_STAGES,
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
-           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FUSED_COMBINE": int(WS_FUSED_COMBINE)}
+           "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
+           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
 # the combine kernel: a warp a (row, head), COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials
 # loaded before their weights (one L2 round trip at 2 splits; 64 registers, so every CTA of a b64 H64 merge is
 # resident at once)
 COMBINE_HEADS, COMBINE_SPLITS = 8, 2
 DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
-# L2 policies of the ws kernel (read at import: compile-time; opt-in A/Bs): DSV4_ATTENTION_KV_POLICY the gathered rows'
-# (last: evict_last, FlashMLA's and the default; normal; first), DSV4_ATTENTION_PART_POLICY=last the split partials'
-# bulk stores under evict_last (default: no hint), so the combine kernel finds them in L2
-KV_POLICIES, PART_POLICIES = ("last", "normal", "first"), ("none", "last")
+# the ws kernel's L2 policy for the gathered rows (read at import: compile-time; opt-in A/B): DSV4_ATTENTION_KV_POLICY
+# last (evict_last, FlashMLA's and the default), normal or first
+KV_POLICIES = ("last", "normal", "first")
 KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
-PART_POLICY = PART_POLICIES.index(os.environ.get("DSV4_ATTENTION_PART_POLICY", "none"))
-DEFINES.update(WS_KV_POLICY=KV_POLICY, WS_PART_POLICY=PART_POLICY)
+DEFINES.update(WS_KV_POLICY=KV_POLICY)
 # DSV4_ATTENTION_MERGE=cluster (read at import; opt-in): a ws launch of exactly 2 splits runs as 2-CTA clusters that
 # merge through distributed shared memory (ws_cluster_merge), with no fp32 partials and no combine kernel
 CLUSTER_MERGE = os.environ.get("DSV4_ATTENTION_MERGE", "kernel") == "cluster"
@@ -141,8 +141,7 @@ _BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
 _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
               **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
-              # ws: then the fused merge's arrival counters (null: the combine kernel merges)
-              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "ptr counters"),
+              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch"),  # batch: the persistent grid's item count
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -207,32 +206,14 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WG2_PAIR, "pipe": PIPE_TILE,
             "pair": PIPE_TILE}.get(kernel, TILE)
     late = LATE_PV and kernel in ("pipe", "pair")
+    ws = kernel == "ws"
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale),), LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
-                 threads=WS_THREADS if kernel == "ws" else H64_WARPS * 32, counters=kernel == "ws")
+                 (float(sm_scale), layout.batch) if ws else (float(sm_scale),),
+                 LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
+                 threads=WS_THREADS if ws else H64_WARPS * 32,
+                 persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0,
+                 merge_in_clusters=ws and CLUSTER_MERGE)
     return out, lse
-
-
-_COUNTERS = {}  # device -> the fused merge's int32 arrival counters, all 0 between launches
-_OUTGROWN = []  # counters replaced by larger ones: kept, a captured graph may still use them
-
-
-def split_counters(device, units):
-    """The fused merge's arrival counters for `units` (row, head block)s on `device`, or None where the
-    combine kernel must merge: the switch is off, or the workspace would be made during a CUDA-graph
-    capture (its zero fill would only run at replay). Made once with zeros; the merging CTA sets its
-    counter back to 0, so launches and graph replays need no memset. Grown, never freed: a captured
-    graph keeps the address it saw. Launches on concurrent streams would share it (not supported)."""
-    if not WS_FUSED_COMBINE:
-        return None
-    counters = _COUNTERS.get(device)
-    if counters is None or counters.numel() < units:
-        if torch.device(device).type == "cuda" and torch.cuda.is_current_stream_capturing():
-            return None
-        if counters is not None:
-            _OUTGROWN.append(counters)
-        counters = _COUNTERS[device] = torch.zeros(max(units, 4096), dtype=torch.int32, device=device)
-    return counters
 
 
 def outputs(q, layout, attn_sink):
@@ -244,14 +225,16 @@ def outputs(q, layout, attn_sink):
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
-                 template_tail="", threads=H64_WARPS * 32, counters=False):
+                 template_tail="", threads=H64_WARPS * 32, persistent_ctas=0, merge_in_clusters=False):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
     the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
     the combine kernel when the index list is split. Shapes only decide the split, so the launch
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
-    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). counters: the kernel takes
-    the fused merge's counters last (ws; split_counters), and where it gets them no combine kernel runs."""
+    after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
+    WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
+    batch x head-block items. merge_in_clusters (ws under WS_CLUSTER_MERGE): a launch of exactly 2 splits runs as
+    2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -263,15 +246,15 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    fused = counters and 1 < splits <= FUSED_MAX_SPLITS
-    merge_counters = split_counters(q.device, layout.batch * head_blocks) if fused else None
-    cluster_merge = counters and CLUSTER_MERGE and splits == 2  # ws only (counters marks it)
+    grid = (layout.batch, head_blocks, splits)
+    if persistent_ctas and splits == 1:
+        grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
+    cluster_merge = merge_in_clusters and splits == 2
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
-           (layout.batch, head_blocks, splits), (threads,),
-           (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args,
-            *((merge_counters,) if counters else ())),
+           grid, (threads,),
+           (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
            q.device, shared_mem=shared_mem, **({"cluster": (1, 1, 2)} if cluster_merge else {}))
-    if splits > 1 and merge_counters is None and not cluster_merge:
+    if splits > 1 and not cluster_merge:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",

@@ -1,7 +1,6 @@
-"""The ws attention kernel's optional epilogue and split merge (sparse_attention.cu, ws_epilogue) without a
-GPU: a numpy model of where its stmatrix and float2 stores stage O in shared memory (every value once, at
-the row and dims it belongs to, on distinct banks) and of its bulk copies out; the host side of the fused
-merge (the counters workspace, the launch without the combine kernel)."""
+"""The ws attention kernel's shared-memory epilogue (sparse_attention.cu, ws_epilogue) without a GPU: a numpy
+model of where its stmatrix and float2 stores stage O in shared memory (every value once, at the row and dims
+it belongs to, on distinct banks) and of its bulk copies out."""
 
 import importlib
 import os
@@ -13,8 +12,6 @@ import pytest
 
 if not os.environ.get("CI"):  # CI installs CuPy and NVRTC (ci/install.sh), so there a missing one fails
     pytest.importorskip("cupy")
-
-from kernels_cuda import _loader  # noqa: E402
 
 A = importlib.import_module("kernels_cuda.sparse_attention")
 SOURCE = (Path(A.__file__).parent / "sparse_attention.cu").read_text()
@@ -38,9 +35,10 @@ def fragment(thread, j, c):
 
 
 def stmatrix_stores(j0, nj, pitch=BF16_PITCH):
-    """ws_stage_bf16<nj>(j0)'s stmatrix.x4 stores as (byte offset, (row, dim) of the value), per (warp, call,
-    matrix) the 8 row addresses. stmatrix: lane l gives the address of row l & 7 of matrix l >> 3; lane
-    4 r + q's register i holds row r, columns 2 q, 2 q + 1 of matrix i."""
+    """ws_stage_bf16's stmatrix.x4 stores of fragments j0 .. j0 + nj - 1 (the kernel stores all 32) as (byte
+    offset, (row, dim) of the value), per (warp, call, matrix) the 8 row addresses. stmatrix: lane l gives the
+    address of row l & 7 of matrix l >> 3; lane 4 r + q's register i holds row r, columns 2 q, 2 q + 1 of
+    matrix i."""
     stores, phases = [], []
     for warp in range(8):
         addr = {}
@@ -62,8 +60,8 @@ def stmatrix_stores(j0, nj, pitch=BF16_PITCH):
     return stores, phases
 
 
-@pytest.mark.parametrize("j0, nj", [(0, 32), (0, 16), (16, 16)])  # unsplit; the fused merge's two passes
-def test_bf16_staging_puts_every_value_at_its_row_and_dim_on_distinct_banks(j0, nj):
+def test_bf16_staging_puts_every_value_at_its_row_and_dim_on_distinct_banks():
+    j0, nj = 0, 32
     stores, phases = stmatrix_stores(j0, nj)
     offsets = np.array([s[0] for s in stores])
     where = np.array([s[1] for s in stores])
@@ -117,60 +115,32 @@ def test_bulk_copies_cover_the_64_rows_once_from_their_staged_pitch():
     assert "wait_group.read" in SOURCE[SOURCE.find("bulk_wait_read"):]
 
 
-def _launches(monkeypatch, fused):
-    from harness import inputs
-    launched = []
-
-    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False):
-        launched.append((expr, grid, _loader.launch_values(expr, _loader.signature(name, expr), args), args))
-
-    monkeypatch.setattr(A, "WS_FUSED_COMBINE", fused)
-    monkeypatch.setattr(A, "_COUNTERS", {})
-    monkeypatch.setattr(A, "_OUTGROWN", [])
-    monkeypatch.setattr(A, "launch", launch)
-    monkeypatch.setattr(A, "choose_kernel", lambda *a: "ws")
-    monkeypatch.setattr(A, "_sm_count", lambda device: 132)
-    monkeypatch.setattr(A, "_shared_optin", lambda device: 232448)
-    monkeypatch.setattr(A.torch.cuda, "get_device_capability", lambda device: (9, 0))
-    return launched, inputs
-
-
-def test_fused_merge_launches_no_combine_kernel_and_passes_zeroed_counters(monkeypatch):
-    launched, inputs = _launches(monkeypatch, True)
-    x = inputs.attention_inputs(positions=[900] * 64, heads=64, seed=3)  # decode-b64-h64-k640's shape: 2 splits
-    x.call(A.sparse_attention)
-    assert len(launched) == 1 and launched[0][0].startswith("dsv4_sparse_attention_ws<")
-    expr, grid, values, args = launched[0]
-    assert "true>" in expr and grid[2] == A.FUSED_MAX_SPLITS == 2  # the split kernel
-    counters = args[-1]
-    assert counters.dtype == A.torch.int32 and counters.numel() >= grid[0] * grid[1] and not counters.any()
-    # a wider call grows the workspace and keeps the old one (a captured graph may hold its address)
-    units = 3000 * 2
-    got = A.split_counters(counters.device, units)
-    assert got.numel() >= units and A._OUTGROWN == [counters] and A.split_counters(counters.device, 10) is got
-
-
-def test_fused_merge_only_where_split_in_at_most_its_splits(monkeypatch):
-    launched, inputs = _launches(monkeypatch, True)
-    x = inputs.attention_inputs(positions=[900] * 80, heads=128, seed=3)  # 160 CTAs: no split
-    x.call(A.sparse_attention)
-    assert len(launched) == 1 and launched[0][1][2] == 1 and launched[0][2][-1] == 0  # null counters
-    # one row of 64 heads, K 640: 5 splits of one pair, more than FUSED_MAX_SPLITS: the combine kernel
-    launched.clear()
-    x = inputs.attention_inputs(positions=[4000], heads=64, topk=512, seed=3)
-    x.call(A.sparse_attention)
-    assert launched[0][1][2] > A.FUSED_MAX_SPLITS and launched[0][2][-1] == 0
-    assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
-    monkeypatch.setattr(A, "FUSED_MAX_SPLITS", 1 << 30)  # fused-all
-    launched.clear()
-    x.call(A.sparse_attention)
-    assert len(launched) == 1 and launched[0][2][-1] != 0
-
-
-def test_counters_off_or_during_capture_leave_the_combine_kernel(monkeypatch):
-    launched, inputs = _launches(monkeypatch, False)
-    assert A.split_counters(A.torch.device("cpu"), 8) is None
-    monkeypatch.setattr(A, "WS_FUSED_COMBINE", True)
-    monkeypatch.setattr(A.torch.cuda, "is_current_stream_capturing", lambda: True)
-    assert A.split_counters(A.torch.device("cuda", 0), 8) is None  # no zero fill to make under capture
-    assert A.split_counters(A.torch.device("cpu"), 8) is not None
+def test_persistent_staging_rotates_units_and_two_bulk_pieces_rebuild_each_row():
+    # ws_persistent_epilogue: O staged in buffer 1 at pitch 1024, 16-byte unit u of row r at ((u + r) mod 64);
+    # a stmatrix matrix's lane l gives row (warp & 3) 16 + (l & 7) + 8 (mat & 1) at unit 32 half + (mat >> 1) + j
+    staged = {}
+    for warp in range(8):
+        for j in range(0, 32, 2):
+            for mat in range(4):
+                rows = [(warp & 3) * 16 + r + 8 * (mat & 1) for r in range(8)]
+                unit = (warp >> 2) * 32 + (mat >> 1) + j
+                at = [r * 1024 + ((unit + r) & 63) * 16 for r in rows]
+                assert len({(a // 16) % 8 for a in at}) == 8, (warp, j, mat)  # 8 bank groups: one wavefront
+                for r, a in zip(rows, at):
+                    assert a not in staged
+                    staged[a] = (r, unit)
+    assert len(staged) == 64 * 64 and max(staged) + 16 <= A.WG_TILE * A.KV_ROW_BYTES  # buffer 1's 64 KB
+    # lane 0 of warp w copies rows 8 w .. 8 w + 7: global units 0 .. 63 - r from staged unit r, then (r > 0)
+    # units 64 - r .. 63 from staged unit 0; warps 0..3 read only K1L's 32 KB, warps 4..7 only K1R's
+    for w in range(8):
+        for r in range(8 * w, 8 * w + 8):
+            pieces = [(r * 1024 + r * 16, (64 - r) * 16, 0)] + ([(r * 1024, r * 16, (64 - r) * 16)] if r else [])
+            rebuilt = {}
+            for src, size, dst in pieces:
+                assert size > 0 and size % 16 == 0 and src % 16 == 0
+                assert (src // 32768, (src + size - 1) // 32768) == (w // 4, w // 4)  # K1L (0) or K1R (1)
+                for k in range(size // 16):
+                    rebuilt[dst // 16 + k] = staged[src + 16 * k]
+            assert rebuilt == {u: (r, u) for u in range(64)}, r
+    body = re.search(r"void ws_persistent_epilogue\(.*?\n}\n", SOURCE, re.S).group(0)
+    assert "((u0 + j) & 63) * 16" in body and "row * 1024" in body and "(64 - r) * 16" in body
