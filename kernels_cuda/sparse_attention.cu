@@ -15,8 +15,8 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_CLUSTER_MERGE, WS_KV_POLICY, WS_PART_POLICY, WS_EPILOGUE_SMEM,
-// WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
+// WS_CLUSTER_MERGE, WS_KV_POLICY come from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -2242,7 +2242,7 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     return policy;
 }
 // the gathers' policy, WS_KV_POLICY (opt-in A/B): 0 evict_last as above; 1 evict_normal, 2 evict_first (at decode H 64
-// no other CTA reads a row again, and evict_last rows may push the split partials out of L2 before the combine)
+// no other CTA reads a row again)
 __device__ __forceinline__ unsigned long long ws_kv_policy() {
     unsigned long long policy;
     if (WS_KV_POLICY == 1)
@@ -2408,9 +2408,7 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 }
 // the 64 staged rows (pitch bytes apart) to the 64 contiguous global rows of row_bytes at dst. The generic
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
-// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit).
-// KEEP: the copies under evict_last (WS_PART_POLICY, the split partials)
-template <bool KEEP = false>
+// 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit)
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2420,15 +2418,9 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
             const int row = 8 * warp + r;
-            if (KEEP)  // the split partials, read again by the combine kernel: kept in L2 past the gathered rows
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(
-                                 dst_bytes + row * row_bytes),
-                             "r"(stage_addr + row * pitch), "r"(row_bytes), "l"(evict_last_policy())
-                             : "memory");
-            else
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
-                             "r"(stage_addr + row * pitch), "r"(row_bytes)
-                             : "memory");
+            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
+                         "r"(stage_addr + row * pitch), "r"(row_bytes)
+                         : "memory");
         }
         bulk_commit();
         bulk_wait_read<0>();
@@ -2463,8 +2455,8 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
     }
     const long long first = (long long)b * splits * heads + h0 + r_lo;  // split s's low row at first + s * heads
     ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
-    ws_bulk_store_rows<WS_PART_POLICY == 1>(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM,
-                                            stage_addr, WS_STAGE_F32_PITCH, DIM * 4);
+    ws_bulk_store_rows(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
+                       WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
         const long long prow = first + (long long)blockIdx.z * heads;
         part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
@@ -2593,7 +2585,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = ws_kv_policy();
+        const unsigned long long policy = evict_last_policy();
         int ids[2][4];
         int g = 0, it = 0;  // global pair count, this CTA's item count
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
@@ -2862,7 +2854,6 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     }
 }
 #endif
-#endif
 
 // WS_CLUSTER_MERGE (opt-in): a row's two splits run as a 2-CTA cluster (cluster dims 1 x 1 x 2: rank = blockIdx.z)
 // and merge through distributed shared memory instead of fp32 partials in global memory and the combine kernel.
@@ -2969,6 +2960,7 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
         lse[row + 8] = sum_hi > 0.f ? (mx_hi + log2f(sum_hi)) * LN2 : -INFINITY;
     }
 }
+#endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)

@@ -39,10 +39,7 @@ ws's epilogue stages O in shared memory and stores it by one bulk copy a row (se
 CTA of each (row, head block) instead of the combine kernel measured slower, decode b64 H64 40.2 us against
 36.3, and was removed in session 11.)
 `DSV4_ATTENTION_LATE_PV=1` (LATE_PV; off until timed) runs pipe and pair with tile i's P V left in flight
-while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES).
-ws, opt-in until timed (docs/attn-s11.md): `DSV4_ATTENTION_WS_FLAGS=smem` (the valid-row flags from the producer),
-`DSV4_ATTENTION_WS_SOFTMAX=ffma` (P by one FFMA and ex2.approx.ftz an element), `DSV4_ATTENTION_PERSISTENT=1`
-(unsplit launches as a grid of at most one CTA an SM looping over the (row, head block) items)."""
+while the next tile's copies, barrier and S are issued (P through shared memory, LATE_SHARED_BYTES)."""
 
 import functools
 import os
@@ -127,13 +124,11 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
 # resident at once)
 COMBINE_HEADS, COMBINE_SPLITS = 8, 2
 DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
-# L2 policies of the ws kernel (read at import: compile-time; opt-in A/Bs): DSV4_ATTENTION_KV_POLICY the gathered rows'
-# (last: evict_last, FlashMLA's and the default; normal; first), DSV4_ATTENTION_PART_POLICY=last the split partials'
-# bulk stores under evict_last (default: no hint), so the combine kernel finds them in L2
-KV_POLICIES, PART_POLICIES = ("last", "normal", "first"), ("none", "last")
+# the ws kernel's L2 policy for the gathered rows (read at import: compile-time; opt-in A/B): DSV4_ATTENTION_KV_POLICY
+# last (evict_last, FlashMLA's and the default), normal or first
+KV_POLICIES = ("last", "normal", "first")
 KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
-PART_POLICY = PART_POLICIES.index(os.environ.get("DSV4_ATTENTION_PART_POLICY", "none"))
-DEFINES.update(WS_KV_POLICY=KV_POLICY, WS_PART_POLICY=PART_POLICY)
+DEFINES.update(WS_KV_POLICY=KV_POLICY)
 # DSV4_ATTENTION_MERGE=cluster (read at import; opt-in): a ws launch of exactly 2 splits runs as 2-CTA clusters that
 # merge through distributed shared memory (ws_cluster_merge), with no fp32 partials and no combine kernel
 CLUSTER_MERGE = os.environ.get("DSV4_ATTENTION_MERGE", "kernel") == "cluster"
@@ -216,7 +211,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                  (float(sm_scale), layout.batch) if ws else (float(sm_scale),),
                  LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
                  threads=WS_THREADS if ws else H64_WARPS * 32,
-                 persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0)
+                 persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0,
+                 merge_in_clusters=ws and CLUSTER_MERGE)
     return out, lse
 
 
@@ -229,7 +225,7 @@ def outputs(q, layout, attn_sink):
 
 
 def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, tail_args, shared_mem,
-                 template_tail="", threads=H64_WARPS * 32, persistent_ctas=0):
+                 template_tail="", threads=H64_WARPS * 32, persistent_ctas=0, merge_in_clusters=False):
     """The split-K launch of a 64-heads-a-CTA kernel (h64, wgmma, wgmma2, pipe, pair and the FP8 ones: 8 warps;
     the pair kernels' compiled cluster of 2 takes head blocks 2c and 2c + 1, so H is a multiple of 128), whose
     arguments are q, `rows_args`, sink, out, lse, part_out, part_lse, K, heads, chunk, `tail_args`; then
@@ -237,7 +233,8 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
     after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
     WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
-    batch x head-block items."""
+    batch x head-block items. merge_in_clusters (ws under WS_CLUSTER_MERGE): a launch of exactly 2 splits runs as
+    2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -249,11 +246,10 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
     else:
         part_out, part_lse = lse, lse  # not read
-    is_ws = kernel == "dsv4_sparse_attention_ws"
-    cluster_merge = is_ws and CLUSTER_MERGE and splits == 2
     grid = (layout.batch, head_blocks, splits)
     if persistent_ctas and splits == 1:
         grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
+    cluster_merge = merge_in_clusters and splits == 2
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
