@@ -2585,7 +2585,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = evict_last_policy();
+        const unsigned long long policy = ws_kv_policy();  // (WS_KV_POLICY, as the one-item kernel)
         int ids[2][4];
         int g = 0, it = 0;  // global pair count, this CTA's item count
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
