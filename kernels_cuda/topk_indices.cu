@@ -2689,6 +2689,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         r.inside = inside;
         r.remaining = remaining;
     }
+    __syncthreads();  // the walks read the bucket from r (not held in registers through them)
 
     // Where this CTA's runs start, from the peers' coarse histograms (as wide16_select)
     if (from_hists) {

@@ -60,6 +60,16 @@ def test_the_plan_routes_only_where_every_row_takes_wide8s_ctas():
         assert (T.long_plan(LONG[:-1] + [n], 512, *H200, choice="twin") is not None) == routed, n
 
 
+def parameters(kernel):
+    """How many parameters topk_indices.cu's `kernel` takes."""
+    import re
+    from pathlib import Path
+    source = (Path(T.__file__).parent / "topk_indices.cu").read_text()
+    match = re.search(rf"\b{kernel}\(([^)]*)\)\s*{{", source)
+    assert match, kernel
+    return len(match.group(1).split(","))
+
+
 class _Plan:  # what _long_planned reads of a plan
     def __init__(self, long):
         self.data = {"long": long}
@@ -75,6 +85,7 @@ def test_a_planned_call_swaps_only_the_launch_its_plan_was_made_for():
             assert [(kernel, grid, shared, pdl, extra)] == T.launches(64, 262144, True, *H200, long="wide16")
         else:
             assert (kernel, grid, extra) == (T.TWIN_KERNEL, (4, 64), (T.WIDE_FOLD,))
+            assert parameters("dsv4_topk_indices_twin") == 8 + len(extra)  # the common 8, then options
             assert shared == T.chunk_columns(262144, 8) == 32768  # 2 bytes a group of 4, two chunks
             assert pdl  # 256 CTAs: one round at two CTAs an SM
         # the device routing's A/B, no plan, a plan of no long batch: the call as it was
