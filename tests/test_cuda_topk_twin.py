@@ -128,6 +128,20 @@ def test_twin_compiles_to_two_ctas_an_sm(monkeypatch):
     assert res["smem"] == T.wide_static_shared(4) + 48
 
 
+def test_twins_histogram_address_is_the_coarse_bins():
+    # twin_count4: bin_2048 + 4 (c ^ negative) mod 2^32, c the clamped code and negative all ones for a key
+    # with its top bit clear, is the shared-memory address of coarse_bin's bin, for all 2^15 values of key >> 17
+    # (the bin reads nothing else), low bits clear and set, wherever the histogram lies
+    for low in (0, 0x1FFFF):
+        key = (np.arange(1 << 15, dtype=np.uint64) << np.uint64(17)) | np.uint64(low)
+        negative = np.where(key >> np.uint64(31), 0, 0xFFFFFFFF).astype(np.uint64)
+        top = ((key ^ negative) & np.uint64(0xFFFFFFFF)) >> np.uint64(17)
+        c = np.clip(top.astype(np.int64) - (0x4000 + (111 << 6)), 0, (31 << 6) | 63).astype(np.uint64)
+        for base in (0, 0x95C0, 0xFFFF0):
+            address = (base + 4 * 2048 + 4 * (c ^ negative)) & np.uint64(0xFFFFFFFF)
+            assert np.array_equal(address, base + 4 * coarse_bin(key.astype(np.uint32)).astype(np.uint64))
+
+
 def twin_model(row, n, k):
     """twin_select's ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s chunks
     2p and 2p + 1 back to back, its keys counted, one max16 word a group (key 0 past n); the bucket from the
