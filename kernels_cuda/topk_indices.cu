@@ -2546,3 +2546,310 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
     __trap();
 #endif
 }
+
+// ---------------------------------------------------------------------------------------------
+// DSV4_TOPK_LONG_PLAN=twin (opt-in; docs/topk-s11a.md): `dsv4_topk_indices_twin<4>`, wide<8>'s selection of
+// a row on a 4-CTA cluster, CTA p holding wide<8>'s chunks 2p and 2p + 1 back to back (65536 columns at
+// 262144), two CTAs an SM. 64 x 262144 is then 256 CTAs, all resident at once (64 clusters of 4 at two CTAs
+// an SM), half wide<8>'s per-CTA chains and no tail wave. The chunk is read once from global memory into
+// registers and counted; no key is kept in shared memory but one 16-bit word a group of four columns, the
+// high half of the group's largest key (`max16`, 2 bytes a 4 columns). The walks test it against the
+// bucket (a key >= lo has a high half >= lo >> 16, so max16 < lo >> 16 rules the group out, exactly for a
+// coarse bucket, whose lo has its low 17 bits clear, and conservatively for a narrowed one) and read the
+// few groups that pass again from global memory as full keys (wide16's chunk_keys4).
+// The same bits as wide<8> on the same row: the sums, threshold and bucket are the row's; each CTA counts
+// its two chunks apart (a thread's groups t + 1024 i of each) and places chunk 2p's keys above the bucket
+// before chunk 2p + 1's, each in wide<8>'s (thread, group, column) order, so its run is wide<8>'s CTAs 2p
+// and 2p + 1 back to back; the heavy ties' column-order walk is column order over the CTA's columns, the two
+// chunks in turn; the threshold-bin candidates are ranked by (key, column) whatever their slots. The host
+// routes it only from a plan whose rows are all copies or rows wide<8> splits over its 8 CTAs (the plan's
+// call then equals the unplanned call on wide<8> bitwise); rows 16-byte aligned.
+
+// The row a twin CTA selects (as Wide16Row: at 32 registers the row's pointers are made again from these)
+struct TwinRow {
+    int b, n;                       // the row and its seq_len
+    int begin, m;                   // this CTA's columns [begin, begin + m)
+    int split;                      // groups of wide<8>'s chunk 2p: chunk 2p + 1 starts at group `split`
+    unsigned int lo, hi;            // the bucket
+    int inside, remaining;          // the row's keys in it, and how many of them are taken
+    unsigned int total0, total1;    // this CTA's packed counts (above | inside << 16) of chunks 2p and 2p + 1
+};
+
+// the largest of four keys' high halves
+__device__ __forceinline__ unsigned int max16_of4(uint4 q) { return max(max(q.x, q.y), max(q.z, q.w)) >> 16; }
+
+// four floats' keys (sortable_key)
+__device__ __forceinline__ uint4 keys_of4(uint4 raw) {
+    return make_uint4(sortable_key(__uint_as_float(raw.x)), sortable_key(__uint_as_float(raw.y)),
+                      sortable_key(__uint_as_float(raw.z)), sortable_key(__uint_as_float(raw.w)));
+}
+
+// A whole group's four keys counted by coarse bin and its max16 stored. bin_2048: the shared-memory address
+// of the histogram's bin 2048, so coarse_bin's 2048 + (c ^ negative) is at bin_2048 + 4 (c ^ negative), c ^
+// negative being c or -1 - c (mod 2^32): the same bins, one LEA a key for the address (ptxas kept an add of
+// 2048 and a multiply-add for atomicAdd on the histogram's index).
+__device__ __forceinline__ void twin_count4(uint4 q, int g, unsigned short* max16, unsigned int bin_2048) {
+    max16[g] = (unsigned short)max16_of4(q);
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const unsigned int negative = ~(unsigned int)((int)e[j] >> 31);
+        const int top = (int)((e[j] ^ negative) >> 17);
+        const int c = min(max(top - (int)(0x4000u + FAST_CODE_LO), 0), (int)(FAST_CODE_HI - FAST_CODE_LO));
+        // ordered with the barriers after the loop as every volatile asm (no value is read back here)
+        asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(bin_2048 + 4u * ((unsigned int)c ^ negative)));
+    }
+}
+
+// wide16_select with max16 words for the halves, on wide<8>'s chunks 2 rank() and 2 rank() + 1 (n > k)
+template <int CLUSTER>
+__device__ __forceinline__ void twin_select(const float* __restrict__ logits, long long columns,
+                                            int* __restrict__ out, const int* __restrict__ page_table,
+                                            long long table_stride, int k, int page_size, int options,
+                                            WideShared<CLUSTER>& s, TwinRow& r, int n) {
+    const bool fold = options & WIDE_FOLD;
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: a group's max16, 2 bytes
+    unsigned short* const max16 = reinterpret_cast<unsigned short*>(chunk_keys);
+    const auto tid = []() { return fresh_thread(); };
+    const auto rank = []() { return fresh_cluster_rank(); };  // the cluster is the row's
+
+    const int groups = [&]() {
+        const int chunk = ((n + 2 * CLUSTER - 1) / (2 * CLUSTER) + 3) & ~3;  // wide<8>'s (cta_columns<8>)
+        const int begin = min(n, 2 * rank() * chunk);
+        const int m = min(n, begin + 2 * chunk) - begin;
+        if (tid() == 0) {
+            r.begin = begin;
+            r.m = m;
+            r.split = chunk >> 2;
+        }
+        return (m + 3) >> 2;
+    }();
+    const auto src = [&]() { return logits + (long long)fresh(r.b) * columns + fresh(r.begin); };
+    const auto table_row = [&]() { return page_table + (long long)fresh(r.b) * table_stride; };
+    const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
+    const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    // groups of chunk 2p: [0, first_groups()); of chunk 2p + 1: [first_groups(), groups)
+    const auto first_groups = [&]() { return min(groups, fresh(r.split)); };
+
+    __syncthreads();  // hist is zeroed; r.begin, r.m and r.split are written
+    {
+        const int m = fresh(r.m);
+        prefetch_table(table_row(), fresh(r.begin), m, page_size);
+        // the only full read of the chunk: the whole groups two float4 in flight a thread, no bounds test
+        // a group, then the last group's columns before m (if m is not a multiple of 4), key 0 past them
+        const float4* const from = reinterpret_cast<const float4*>(src());
+        const unsigned int hist = (unsigned int)__cvta_generic_to_shared(&s.hist[2048]);  // twin_count4's
+        const int whole = m >> 2;
+        int g = tid();
+        for (; g + TOPK_THREADS < whole; g += 2 * TOPK_THREADS) {
+            const uint4 a = raw_bits(__ldg(from + g)), b = raw_bits(__ldg(from + g + TOPK_THREADS));
+            twin_count4(keys_of4(a), g, max16, hist);
+            twin_count4(keys_of4(b), g + TOPK_THREADS, max16, hist);
+        }
+        if (g < whole) twin_count4(keys_of4(raw_bits(__ldg(from + g))), g, max16, hist);
+        if (tid() == 0 && whole < groups) {
+            const uint4 q = keys_before(chunk_raw4(reinterpret_cast<const float*>(from), whole, m), 4 * whole, m);
+            max16[whole] = (unsigned short)max16_of4(q);
+            count_coarse4<true>(q, s.hist);
+        }
+    }
+    int* const counts = s.row_sum;
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
+    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    int inside = s.s_threshold[2];
+    int remaining = k - s.s_threshold[1];
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+    int* const staging = counts;  // as wide_select
+    const bool coarse = inside <= FAST_CANDIDATES;
+    const bool from_hists = coarse && fold;
+
+    if (!coarse) {
+        // Heavy ties: the exact radix over the bucket, cluster-wide, on the full keys of the groups that pass
+        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+            const int digit_shift = radix_shift(lo, hi);
+            const unsigned int width = hi - lo;
+            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+            for (int g = tid(); g < groups; g += TOPK_THREADS)
+                if (max16[g] >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
+            wide_barrier<CLUSTER>();
+            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
+            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+        }
+    }
+    const bool ranked = inside <= FAST_CANDIDATES;
+    if (tid() == 0) {
+        r.lo = lo;
+        r.hi = hi;
+        r.inside = inside;
+        r.remaining = remaining;
+    }
+    __syncthreads();  // the walks read the bucket from r (not held in registers through them)
+
+    // Where this CTA's runs start, from the peers' coarse histograms (as wide16_select)
+    if (from_hists) {
+        unsigned long long before_here = 0ull;  // above | inside << 32
+        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
+        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
+            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
+            const int4 part = load_peer4(&s.hist[4 * g], peer);
+            const int c[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const unsigned int b = 4u * g + e;
+                if (b > bin) before_here += (unsigned long long)c[e];
+                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        if ((tid() & 31) == 0) s.warp_before[tid() >> 5] = before_here;
+    }
+
+    // Counting walks, one a chunk (a thread's groups t + 1024 i of each, as wide<8>'s CTAs): packed counts,
+    // each scanned over the CTA (the second scan after wide_scan's barrier)
+    const auto count_walk = [&](int from_group, int to_group) {
+        const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+        unsigned int mine = 0u;
+        for (int g = from_group + tid(); g < to_group; g += TOPK_THREADS)
+            if (max16[g] >= lo_ >> 16) mine += classify4(full_keys(g), lo_, hi_);
+        return mine;
+    };
+    unsigned int total0, total1;
+    const unsigned int before0 = wide_scan(count_walk(0, first_groups()), s.warp_sums, &total0);
+    const unsigned int before1 = block_scan_packed(count_walk(first_groups(), groups), s.warp_sums, &total1);
+    static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
+    if (tid() == 0) {
+        r.total0 = total0;
+        r.total1 = total1;
+    }
+    __syncthreads();  // r.total0 and r.total1 are written; warp_sums may be written again
+    const int cta_above = (int)(fresh_u(r.total0) & 0xffffu) + (int)(fresh_u(r.total1) & 0xffffu);
+    int first_above = 0, first_inside = 0;
+    if (from_hists) {
+        unsigned long long all = s.warp_before[tid() & 31];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        first_above = (int)(all & 0xffffffffull);
+        first_inside = (int)(all >> 32);
+    } else {
+        if (tid() == 0) {
+            s.cta_counts[0] = cta_above;
+            s.cta_counts[1] = (int)(fresh_u(r.total0) >> 16) + (int)(fresh_u(r.total1) >> 16);
+        }
+        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+        cluster_wait();
+        if (tid() < 32) {
+            int above = 0, in = 0;
+            if (tid() < rank()) {
+                above = load_peer(&s.cta_counts[0], tid());
+                in = load_peer(&s.cta_counts[1], tid());
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                above += __shfl_xor_sync(0xffffffffu, above, off);
+                in += __shfl_xor_sync(0xffffffffu, in, off);
+            }
+            if (tid() == 0) {
+                s.s_first[0] = above;
+                s.s_first[1] = in;
+            }
+        }
+        __syncthreads();
+        first_above = s.s_first[0];
+        first_inside = s.s_first[1];
+    }
+
+    if (ranked) {
+        // Placing walks in wide<8>'s order: chunk 2p's keys, then chunk 2p + 1's from the run's slot after them
+        const auto candidate = [&](int slot, unsigned int e, int column) {
+            store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
+        };
+        const auto place_walk = [&](int from_group, int to_group, int slot_above, int slot_inside) {
+            const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+            for (int g = from_group + tid(); g < to_group; g += TOPK_THREADS) {
+                if (max16[g] < lo_ >> 16) continue;
+                place4(full_keys(g), fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
+            }
+        };
+        place_walk(0, first_groups(), (int)(before0 & 0xffffu), first_inside + (int)(before0 >> 16));
+        place_walk(first_groups(), groups, (int)(fresh_u(r.total0) & 0xffffu) + (int)(before1 & 0xffffu),
+                   first_inside + (int)(fresh_u(r.total0) >> 16) + (int)(before1 >> 16));
+        cluster_arrive();
+        __syncthreads();  // staging is complete
+        write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+        cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (rank() == 0) {
+            const int remaining = fresh(r.remaining);
+            rank_candidates(s.candidates, fresh(r.inside), remaining, [&](int rank_of, int column) {
+                out_row()[k - remaining + rank_of] = mapped_paged(table_row(), column, page_size);
+            });
+        }
+        return;
+    }
+
+    // Column-order placing walk (heavy ties) over the CTA's columns (its two chunks in turn), on full keys
+    cluster_arrive();
+    {
+        const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+        const int remaining = fresh(r.remaining);
+        int above_base = 0, inside_base = first_inside;
+        for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
+            const int g = step * TOPK_THREADS + tid();
+            const uint4 q = g < groups && max16[g] >= lo_ >> 16 ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
+            unsigned int step_total;
+            const unsigned int step_before = wide_scan(classify4(q, lo_, hi_), s.warp_sums, &step_total);
+            int slot_above = above_base + (int)(step_before & 0xffffu);
+            int index_inside = inside_base + (int)(step_before >> 16);
+            above_base += (int)(step_total & 0xffffu);
+            inside_base += (int)(step_total >> 16);
+            place4(q, fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, index_inside,
+                   [&](int index, unsigned int, int column) {
+                       if (index < remaining)
+                           out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
+                   });
+        }
+    }
+    __syncthreads();
+    write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+    cluster_wait();
+}
+
+// Two CTAs an SM: 32 registers a thread. Every row of the grid on one cluster (cluster y = row y): a copy
+// (rank 0) or twin_select.
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
+    dsv4_topk_indices_twin(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                           long long table_stride, int* out, int k, int page_size, int options) {
+#if __CUDA_ARCH__ >= 900
+    static_assert(CLUSTER == 4, "wide<8>'s chunks two a CTA");
+    __shared__ WideShared<CLUSTER> s;
+    __shared__ TwinRow r;
+    const int t = threadIdx.x;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    pdl_wait();
+    // seq_len by a coherent load, which ptxas keeps after griddepcontrol.wait (see fast_kernel)
+    const int b = blockIdx.y;
+    int n;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
+        int* out_row = out + (long long)b * k;
+        const int* table_row = page_table + (long long)b * table_stride;
+        if (blockIdx.x == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    if (t == 0) {  // read after twin_select's first barrier
+        r.b = b;
+        r.n = n;
+    }
+    twin_select<CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+#else
+    __trap();
+#endif
+}
