@@ -1,0 +1,198 @@
+"""Session 11b's opt-in cuts of the two top-k latency chains (docs/topk-s11b.md), on the CPU: numpy models,
+line for line, of the fast kernel's kept-bits walk (DSV4_TOPK_FAST_CUTS bit 8) against the default's
+place4 order, and of the lean_regs kernel's pushed histogram sum and candidates (DSV4_TOPK_LEAN_CUTS bits
+1 and 2): which CTA adds and stores what where, and what each mbarrier is armed for against what lands on
+it; and the switched kernels' registers under NVRTC."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from tests.test_cuda_topk import coarse_bin, coarse_bin_keys, sortable_key, threshold
+
+T = importlib.import_module("kernels_cuda.topk_indices")
+THREADS, BINS, CANDIDATES = 1024, 4096, 128
+
+
+def thread_keys(row, n, vecs):
+    """The fast kernel's registers: key[t, i, j] of column 4 (1024 i + t) + j, key 0 at or past n."""
+    keys = np.zeros(4 * THREADS * vecs, np.uint32)
+    keys[:n] = sortable_key(row[:n])
+    return keys.reshape(vecs, THREADS, 4).transpose(1, 0, 2)
+
+
+def place4_walk(key, lo, hi):
+    """The default counting and placing walks (classify4, block_scan_packed, place4): threads in turn,
+    each its vectors and their elements in order; above the bucket (key > hi) and inside it
+    (key != 0, lo <= key <= hi) each in its own run of slots. Columns of each kind in slot order."""
+    above, inside = [], []
+    for t in range(THREADS):
+        for i in range(key.shape[1]):
+            for j in range(4):
+                e, column = int(key[t, i, j]), 4 * (i * THREADS + t) + j
+                if e > hi:
+                    above.append(column)
+                elif e != 0 and lo <= e <= hi:
+                    inside.append((e, column))
+    return above, inside
+
+
+def bit_walk(key, lo, hi):
+    """fast_bit_walk, line for line: bit 4 i + j of each mask, lo1 = max(lo, 1) and one unsigned
+    compare for inside, the popcounts scanned in thread order, each vector's set bits in turn."""
+    lo1 = max(lo, 1)
+    width1 = (hi - lo1) & 0xFFFFFFFF
+    vecs = key.shape[1]
+    above_bits = np.zeros(THREADS, np.int64)
+    inside_bits = np.zeros(THREADS, np.int64)
+    for i in range(vecs):
+        for j in range(4):
+            e = key[:, i, j].astype(np.int64)
+            above_bits |= (e > hi).astype(np.int64) << (4 * i + j)
+            inside_bits |= (((e - lo1) & 0xFFFFFFFF) <= width1).astype(np.int64) << (4 * i + j)
+    counts = np.array([bin(int(a)).count("1") | bin(int(b)).count("1") << 16
+                       for a, b in zip(above_bits, inside_bits)], np.int64)
+    before = np.concatenate([[0], np.cumsum(counts)[:-1]])  # block_scan_packed: exclusive, thread order
+    assert (np.cumsum(counts) >> 16).max() < 1 << 16 and (np.cumsum(counts) & 0xFFFF).max() < 1 << 16  # no carry
+    above, inside = {}, {}
+    for t in range(THREADS):
+        slot_above, slot_inside = int(before[t] & 0xFFFF), int(before[t] >> 16)
+        for i in range(vecs):
+            column = 4 * (i * THREADS + t)
+            m = (int(above_bits[t]) >> 4 * i) & 15
+            while m:
+                above[slot_above] = column + (m & -m).bit_length() - 1
+                slot_above += 1
+                m &= m - 1
+            m = (int(inside_bits[t]) >> 4 * i) & 15
+            while m:
+                j = (m & -m).bit_length() - 1
+                inside[slot_inside] = (int(key[t, i, j]), column + j)
+                slot_inside += 1
+                m &= m - 1
+    assert sorted(above) == list(range(len(above))) and sorted(inside) == list(range(len(inside)))
+    return [above[s] for s in range(len(above))], [inside[s] for s in range(len(inside))]
+
+
+def rows(rng, columns):
+    normal = rng.standard_normal(columns).astype(np.float32)
+    ties = np.round(rng.standard_normal(columns) * 4).astype(np.float32) / 4  # many equal keys a bin
+    # the threshold in bin 0 (lo = 0: the bin of -inf) with key-0 padding after seq_len: 450 finite
+    # scores above it, 100 -inf in it (k 512 takes 62 of them)
+    low = np.full(columns, -np.inf, np.float32)
+    low[rng.choice(550, 450, replace=False)] = rng.standard_normal(450).astype(np.float32)
+    return [("normal", normal, columns, (512, 1024, 2048)), ("ties", ties, columns, (512,)),
+            ("normal-short", normal, columns - 5, (512,)), ("normal-half", normal, columns // 2 + 3, (512, 1024)),
+            ("bin0", low, 550, (512,))]
+
+
+@pytest.mark.parametrize("vecs", [1, 2, 4])
+def test_the_kept_bits_walk_places_every_key_where_the_place4_walk_does(vecs):
+    # FAST_CUTS bit 8 changes the instructions, not the slots: the same above run and the same
+    # candidates in the same order, so the kernel's output is the default's bit for bit
+    rng = np.random.default_rng(vecs)
+    columns = 4 * THREADS * vecs
+    ran = 0
+    for name, row, n, ks in rows(rng, columns):
+        keys = sortable_key(row[:n])
+        for k in ks:
+            if n <= k:
+                continue
+            b, above_total, inside = threshold(np.bincount(coarse_bin(keys), minlength=BINS), k)
+            if inside > CANDIDATES:
+                continue  # the radix path (unchanged by the bit)
+            lo, hi = coarse_bin_keys(b)
+            key = thread_keys(row, n, vecs)
+            expected = place4_walk(key, lo, hi)
+            assert bit_walk(key, lo, hi) == expected, (name, k)
+            assert len(expected[0]) == above_total and len(expected[1]) == inside, (name, k)
+            if name == "bin0":
+                assert lo == 0 and (key == 0).sum() > 0  # padding keys present, never inside
+            ran += 1
+    assert ran >= 5
+
+
+def push_sum_model(hists, cluster):
+    """lean_push_setup and lean_push_sum, index for index, over the cluster's histograms hists[r]
+    (4096 bins each): row_sum of every CTA after the pushes, and per CTA the bytes armed on and
+    landed on bars[0] and bars[1]."""
+    own = THREADS // cluster
+    assert own * cluster == THREADS
+    row_sum = np.full((cluster, BINS), -1, np.int64)  # garbage where nothing is written
+    armed = [16 * own * (cluster - 1)] * 2
+    landed = np.zeros((cluster, 2), np.int64)
+    for rank in range(cluster):  # lean_push_setup: the slice zeroed
+        for t in range(own):
+            row_sum[rank, 4 * (rank * own + t):4 * (rank * own + t) + 4] = 0
+    for rank in range(cluster):  # four red.async a thread to the owner of its group, never itself
+        for t in range(THREADS):
+            owner = t // own
+            if owner != rank:
+                row_sum[owner, 4 * t:4 * t + 4] += hists[rank][4 * t:4 * t + 4]
+                landed[owner, 0] += 4 * 4
+    assert (landed[:, 0] == armed[0]).all()  # every owner's bars[0] completes, and only then
+    for rank in range(cluster):  # the owner's threads t < own: one group each, read then overwritten
+        for t in range(own):
+            g = rank * own + t
+            total = row_sum[rank, 4 * g:4 * g + 4] + hists[rank][4 * g:4 * g + 4]
+            peers = [(rank + p) % cluster for p in range(1, cluster)]
+            assert rank not in peers and len(set(peers)) == cluster - 1
+            for peer in peers:
+                row_sum[peer, 4 * g:4 * g + 4] = total
+                landed[peer, 1] += 16
+            row_sum[rank, 4 * g:4 * g + 4] = total
+    assert (landed[:, 1] == armed[1]).all()
+    return row_sum
+
+
+@pytest.mark.parametrize("cluster", [2, 8, 16])
+def test_the_pushed_sum_gives_every_cta_every_bin_and_each_mbarrier_the_bytes_it_is_armed_for(cluster):
+    rng = np.random.default_rng(cluster)
+    hists = [rng.integers(0, 40, BINS) for _ in range(cluster)]
+    row_sum = push_sum_model(hists, cluster)
+    assert (row_sum == sum(hists)).all()
+
+
+@pytest.mark.parametrize("cluster", [2, 8, 16])
+def test_the_pushed_candidates_fill_rank_0s_buffer_once_with_the_bytes_it_is_armed_for(cluster):
+    # LEAN_PUSH_CANDIDATES: rank r's threshold-bin keys go to slots first_inside(r) + their index in r
+    # (st.async from r > 0, plain stores in rank 0); rank 0 arms bars[2] with 8 bytes for each key it
+    # does not hold, before or after the peers' stores land (its one arrival keeps the phase open)
+    rng = np.random.default_rng(cluster)
+    for _ in range(20):
+        per_cta = rng.multinomial(int(rng.integers(1, CANDIDATES + 1)), np.ones(cluster) / cluster)
+        inside = int(per_cta.sum())
+        first = np.concatenate([[0], np.cumsum(per_cta)[:-1]])  # the fold: peers before this one
+        slots = [(rank, int(first[rank]) + i) for rank in range(cluster) for i in range(per_cta[rank])]
+        assert sorted(s for _, s in slots) == list(range(inside))
+        landed = 8 * sum(1 for rank, _ in slots if rank != 0)
+        assert landed == 8 * (inside - int(per_cta[0]))
+
+
+def test_the_switched_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
+    # FAST_CUTS 31 (every fast cut) and LEAN_CUTS 7 (every lean_regs cut) at the default kernels' register
+    # budgets: fast<1> two CTAs an SM (32), the others one (64); no spill, no stack
+    pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
+    from kernels_cuda import _loader, build
+    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 31)
+    monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 7)
+    exprs = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS] + T.LEAN_REGS_KERNELS
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)
+    for expr in exprs:
+        r = res[expr]
+        budget = 32 if expr == "dsv4_topk_indices_fast<1>" else 64
+        assert r["registers"] <= budget and r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    for c, v in [(16, 1), (8, 2), (2, 2)]:  # WideShared<c> and the three mbarriers
+        assert res[f"dsv4_topk_indices_lean_regs<{c}, {v}>"]["smem"] == T.wide_static_shared(c) + 32
+
+
+def test_the_cut_switches_are_off_by_default_and_declared_as_defines():
+    assert T.DEFINES["LEAN_CUTS"] == T.LEAN_CUTS and T.DEFINES["FAST_CUTS"] == T.FAST_CUTS
+    import os
+    if "DSV4_TOPK_LEAN_CUTS" not in os.environ:
+        assert T.LEAN_CUTS == 0
+    if "DSV4_TOPK_FAST_CUTS" not in os.environ:
+        assert T.FAST_CUTS == 1
