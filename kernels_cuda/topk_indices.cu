@@ -1130,20 +1130,21 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
     write_mapped(out_row(), staging, k, table_row(), page_size);
 }
 
-// FAST_CUTS & FAST_BIT_WALK: the fast kernel's counting and placing walks over its VECS vectors in
-// registers, as one classification into two bit masks (vector i, element j at bit 4 i + j: ascending
-// bits are this thread's column order) and a walk over their set bits. The default runs classify4 and
-// place4 on every vector with a qualifying lane in the warp, which at k 512 of 16384 is nearly every
-// vector of every warp (docs/topk-s11b.md). The same slots in the same order: the keys above the
-// bucket [lo, hi] to staging from this thread's first slot on, those inside it to candidates.
-// lo1 = max(lo, 1): key 0 (padding) is never inside, as classify4's `e != 0`.
+// FAST_CUTS & FAST_BIT_WALK (and LEAN_CUTS & LEAN_BIT_WALK): the counting and placing walks over a
+// thread's VECS groups of four keys in registers (group i: columns 4 (i x 1024 + t) .. + 3 of the
+// chunk) as one classification into two bit masks (group i, element j at bit 4 i + j: ascending bits
+// are this thread's column order) and a walk over their set bits. The default runs classify4 and
+// place4 on every group with a qualifying lane in the warp, which at k 512 of 16384 is nearly every
+// group of every warp (docs/topk-s11b.md). The same slots in the same order: the keys above the
+// bucket [lo, hi] in one run, those inside it in another. lo1 = max(lo, 1): key 0 (padding) is never
+// inside, as classify4's `e != 0`.
 template <int VECS>
-__device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi, int* staging,
-                                              uint2* candidates, int* warp_sums) {
+__device__ __forceinline__ void classify_bits(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi,
+                                              unsigned int& above_bits, unsigned int& inside_bits) {
     static_assert(4 * VECS <= 32, "a bit a key in one word");
-    const int t = threadIdx.x;
     const unsigned int lo1 = max(lo, 1u), width1 = hi - lo1;
-    unsigned int above_bits = 0u, inside_bits = 0u;
+    above_bits = 0u;
+    inside_bits = 0u;
 #pragma unroll
     for (int i = 0; i < VECS; ++i) {
         const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
@@ -1153,21 +1154,42 @@ __device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned
             inside_bits |= (unsigned int)(e[j] - lo1 <= width1) << (4 * i + j);
         }
     }
-    // one block scan of the packed counts (a row has at most 16384 keys: no field carries)
-    const unsigned int before =
-        block_scan_packed((unsigned int)__popc(above_bits) | ((unsigned int)__popc(inside_bits) << 16), warp_sums, nullptr);
-    int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+}
+
+// the packed counts of classify_bits' masks (above: bits 0..15, inside: 16..31), classify4's sum
+__device__ __forceinline__ unsigned int packed_counts(unsigned int above_bits, unsigned int inside_bits) {
+    return (unsigned int)__popc(above_bits) | ((unsigned int)__popc(inside_bits) << 16);
+}
+
+// The set bits of classify_bits' masks in group order: above(column) for a key above the bucket,
+// inside(key, column) for one inside it; column = column0 + 4 (i x 1024 + t) + j.
+template <int VECS, class Above, class Inside>
+__device__ __forceinline__ void place_bits(const uint4 (&key)[VECS], unsigned int above_bits, unsigned int inside_bits,
+                                           int column0, Above above, Inside inside) {
+    const int t = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < VECS; ++i) {
-        const int column = 4 * (i * TOPK_THREADS + t);
-        for (unsigned int m = (above_bits >> (4 * i)) & 15u; m != 0u; m &= m - 1u)
-            staging[slot_above++] = column + __ffs(m) - 1;
+        const int column = column0 + 4 * (i * TOPK_THREADS + t);
+        for (unsigned int m = (above_bits >> (4 * i)) & 15u; m != 0u; m &= m - 1u) above(column + __ffs(m) - 1);
         for (unsigned int m = (inside_bits >> (4 * i)) & 15u; m != 0u; m &= m - 1u) {
             const int j = __ffs(m) - 1;
-            const unsigned int e = j == 0 ? key[i].x : j == 1 ? key[i].y : j == 2 ? key[i].z : key[i].w;
-            candidates[slot_inside++] = make_uint2(e, (unsigned int)(column + j));
+            inside(j == 0 ? key[i].x : j == 1 ? key[i].y : j == 2 ? key[i].z : key[i].w, column + j);
         }
     }
+}
+
+// The fast kernel's walks by classify_bits / place_bits: above keys to staging, inside ones to
+// candidates, from this thread's slots on (one block scan of the packed counts: a row has at most
+// 16384 keys, so no field carries).
+template <int VECS>
+__device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi, int* staging,
+                                              uint2* candidates, int* warp_sums) {
+    unsigned int above_bits, inside_bits;
+    classify_bits<VECS>(key, lo, hi, above_bits, inside_bits);
+    const unsigned int before = block_scan_packed(packed_counts(above_bits, inside_bits), warp_sums, nullptr);
+    int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+    place_bits<VECS>(key, above_bits, inside_bits, 0, [&](int column) { staging[slot_above++] = column; },
+                     [&](unsigned int e, int column) { candidates[slot_inside++] = make_uint2(e, (unsigned int)column); });
 }
 
 // The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
@@ -2008,8 +2030,9 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 #define LEAN_PUSH_SUM 1         // the histograms summed by red.async / st.async into mbarrier-counted slices
 #define LEAN_PUSH_CANDIDATES 2  // (with 1) rank 0's candidates by st.async, the last cluster barrier an exit guard
 #define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates made before the PDL wait
-static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 7 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
-              "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY");
+#define LEAN_BIT_WALK 8         // the counting and placing walks by classify_bits / place_bits (FAST_BIT_WALK's)
+static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 15 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
+              "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY | LEAN_BIT_WALK");
 
 __device__ __forceinline__ unsigned int shared_address(const void* p) {
     return (unsigned int)__cvta_generic_to_shared(p);
@@ -2136,7 +2159,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     // LEAN_PUSH_SUM's mbarriers: the sum's slices, the sums, the candidates (unreferenced otherwise)
     __shared__ __align__(8) unsigned long long bars[3];
     constexpr bool push_sum = LEAN_CUTS & LEAN_PUSH_SUM, push_candidates = LEAN_CUTS & LEAN_PUSH_CANDIDATES;
-    constexpr bool address_early = LEAN_CUTS & LEAN_ADDRESS_EARLY;
+    constexpr bool address_early = LEAN_CUTS & LEAN_ADDRESS_EARLY, bit_walk = LEAN_CUTS & LEAN_BIT_WALK;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int rank = (int)blockIdx.x, b = (int)blockIdx.y;
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
@@ -2277,10 +2300,15 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     }
 
     // counting: this thread's groups, then its place in the CTA (thread, group, element order)
-    unsigned int mine = 0u;
+    unsigned int mine = 0u, above_bits = 0u, inside_bits = 0u;
+    if constexpr (bit_walk) {
+        classify_bits<VECS>(q, lo, hi, above_bits, inside_bits);
+        mine = packed_counts(above_bits, inside_bits);
+    } else {
 #pragma unroll
-    for (int i = 0; i < VECS; ++i)
-        if (any_at_or_above(q[i], lo)) mine += classify4(q[i], lo, hi);
+        for (int i = 0; i < VECS; ++i)
+            if (any_at_or_above(q[i], lo)) mine += classify4(q[i], lo, hi);
+    }
     unsigned int cta_total;
     const unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
@@ -2303,15 +2331,21 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
             if (mine != 0u) {
                 const unsigned int to = peer_address(shared_address(&s.candidates[0]), 0);
                 const unsigned int bar = peer_address(shared_address(&bars[2]), 0);
+                const auto candidate = [&](int slot, unsigned int e, int column) {
+                    const uint2 c = make_uint2(e, (unsigned int)column);
+                    if (rank == 0) s.candidates[slot] = c;
+                    else st_async2(to + 8u * (unsigned int)slot, c, bar);
+                };
+                if constexpr (bit_walk) {
+                    place_bits<VECS>(q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
+                                     [&](unsigned int e, int column) { candidate(slot_inside++, e, column); });
+                } else {
 #pragma unroll
-                for (int i = 0; i < VECS; ++i)
-                    if (any_at_or_above(q[i], lo))
-                        place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
-                               [&](int slot, unsigned int e, int column) {
-                                   const uint2 c = make_uint2(e, (unsigned int)column);
-                                   if (rank == 0) s.candidates[slot] = c;
-                                   else st_async2(to + 8u * (unsigned int)slot, c, bar);
-                               });
+                    for (int i = 0; i < VECS; ++i)
+                        if (any_at_or_above(q[i], lo))
+                            place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
+                                   candidate);
+                }
             }
             __syncthreads();  // staging complete (and rank 0's own candidates)
             write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
@@ -2325,13 +2359,20 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
             return;
         }
         if (mine != 0u) {
+            if constexpr (bit_walk) {
+                place_bits<VECS>(q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
+                                 [&](unsigned int e, int column) {
+                                     store_peer2(&s.candidates[slot_inside++], 0, make_uint2(e, (unsigned int)column));
+                                 });
+            } else {
 #pragma unroll
-            for (int i = 0; i < VECS; ++i)
-                if (any_at_or_above(q[i], lo))
-                    place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
-                           [&](int slot, unsigned int e, int column) {
-                               store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
-                           });
+                for (int i = 0; i < VECS; ++i)
+                    if (any_at_or_above(q[i], lo))
+                        place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
+                               [&](int slot, unsigned int e, int column) {
+                                   store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
+                               });
+            }
         }
         // the candidates delivered (release) before the write-out, in rank 0 after it
         wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);

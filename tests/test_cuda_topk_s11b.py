@@ -1,8 +1,8 @@
 """Session 11b's opt-in cuts of the two top-k latency chains (docs/topk-s11b.md), on the CPU: numpy models,
-line for line, of the fast kernel's kept-bits walk (DSV4_TOPK_FAST_CUTS bit 8) against the default's
-place4 order, and of the lean_regs kernel's pushed histogram sum and candidates (DSV4_TOPK_LEAN_CUTS bits
-1 and 2): which CTA adds and stores what where, and what each mbarrier is armed for against what lands on
-it; and the switched kernels' registers under NVRTC."""
+line for line, of the kept-bits walk (DSV4_TOPK_FAST_CUTS bit 8, DSV4_TOPK_LEAN_CUTS bit 8: classify_bits
+and place_bits) against the default's place4 order, and of the lean_regs kernel's pushed histogram sum and
+candidates (DSV4_TOPK_LEAN_CUTS bits 1 and 2): which CTA adds and stores what where, and what each
+mbarrier is armed for against what lands on it; and the switched kernels' registers under NVRTC."""
 
 import importlib
 
@@ -39,7 +39,8 @@ def place4_walk(key, lo, hi):
 
 
 def bit_walk(key, lo, hi):
-    """fast_bit_walk, line for line: bit 4 i + j of each mask, lo1 = max(lo, 1) and one unsigned
+    """fast_bit_walk (classify_bits, one block scan, place_bits; lean_regs' the same at its chunk's
+    first column), line for line: bit 4 i + j of each mask, lo1 = max(lo, 1) and one unsigned
     compare for inside, the popcounts scanned in thread order, each vector's set bits in turn."""
     lo1 = max(lo, 1)
     width1 = (hi - lo1) & 0xFFFFFFFF
@@ -171,12 +172,12 @@ def test_the_pushed_candidates_fill_rank_0s_buffer_once_with_the_bytes_it_is_arm
 
 
 def test_the_switched_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
-    # FAST_CUTS 31 (every fast cut) and LEAN_CUTS 7 (every lean_regs cut) at the default kernels' register
+    # FAST_CUTS 31 (every fast cut) and LEAN_CUTS 15 (every lean_regs cut) at the default kernels' register
     # budgets: fast<1> two CTAs an SM (32), the others one (64); no spill, no stack
     pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
     from kernels_cuda import _loader, build
     monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 31)
-    monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 7)
+    monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 15)
     exprs = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS] + T.LEAN_REGS_KERNELS
     monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
     _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
