@@ -654,8 +654,11 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // docs/topk-s11b.md (opt-in; the fast kernel only, not half):
 #define FAST_BIT_WALK 8        // one classification into above / inside bit masks, then only their set bits placed
 #define FAST_ADDRESS_EARLY 16  // with FAST_EARLY_LOADS: the row's address and predicates made before the PDL wait
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 31,
-              "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY");
+#define FAST_KEYS_BY_VECTOR 32  // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys),
+                                // and the histogram's zeroing barrier before the PDL wait, not between loads and atomics
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 63,
+              "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
+              "FAST_KEYS_BY_VECTOR");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1210,6 +1213,11 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
     if (HALF && t == 0) s_candidates = 0;
+    // FAST_CUTS & FAST_KEYS_BY_VECTOR: the barrier after the zeroing here, before the PDL wait (off the
+    // chain), so a thread counts its keys as its own loads land: a barrier between the loads and the
+    // atomics (where ptxas puts the keys' work before it) would hold every atomic until the last load.
+    constexpr bool zeroed_early = !HALF && (FAST_CUTS & FAST_KEYS_BY_VECTOR);
+    if (zeroed_early) __syncthreads();
     // FAST_CUTS & FAST_ADDRESS_EARLY (with FAST_EARLY_LOADS): the row's pointer, seq_len's and the vectors'
     // in-bounds bits come from the arguments only, so they are made before pdl_wait() (pinned there by
     // an empty volatile asm, which keeps its place among the volatile ones): after the wait only the
@@ -1297,8 +1305,13 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
     }
     prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
-    make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
-    __syncthreads();                // the histogram is zeroed
+    if constexpr (FAST_CUTS & FAST_KEYS_BY_VECTOR) {  // the same keys, a branch on the vector holding n only
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) key[i] = keys_before(key[i], 4 * (i * TOPK_THREADS + t), n);
+    } else {
+        make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
+    }
+    if (!zeroed_early) __syncthreads();  // the histogram is zeroed
     if (FAST_CUTS & FAST_COUNT_PADDING) {
         // every key counted, no test a key: key 0 (past n) is bin 0's, and thread 0 takes it back out
         if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);

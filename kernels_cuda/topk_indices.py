@@ -83,7 +83,7 @@ HALF_CTAS_PER_SM = 2
 # default (0), 7.8 with 1 and 8.0 with 7: 1 is the default for the race, 2 and 4 stay opt-in.
 # Opt-in, docs/topk-s11b.md (the fast kernel only): 8 one classification into above / inside bit
 # masks and a placing walk over their set bits (the same slots), 16 (with 1) the row's address and
-# predicates made before the PDL wait.
+# predicates made before the PDL wait, 32 the keys past seq_len masked by vector (a test a key before).
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no

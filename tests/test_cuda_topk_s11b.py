@@ -172,11 +172,11 @@ def test_the_pushed_candidates_fill_rank_0s_buffer_once_with_the_bytes_it_is_arm
 
 
 def test_the_switched_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
-    # FAST_CUTS 31 (every fast cut) and LEAN_CUTS 15 (every lean_regs cut) at the default kernels' register
+    # FAST_CUTS 63 (every fast cut) and LEAN_CUTS 15 (every lean_regs cut) at the default kernels' register
     # budgets: fast<1> two CTAs an SM (32), the others one (64); no spill, no stack
     pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
     from kernels_cuda import _loader, build
-    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 31)
+    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 63)
     monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 15)
     exprs = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS] + T.LEAN_REGS_KERNELS
     monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
@@ -197,3 +197,58 @@ def test_the_cut_switches_are_off_by_default_and_declared_as_defines():
         assert T.LEAN_CUTS == 0
     if "DSV4_TOPK_FAST_CUTS" not in os.environ:
         assert T.FAST_CUTS == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["fast", "lean8r", "lean16r", "pairs"])
+@pytest.mark.parametrize("k", [512, 1024])
+def test_the_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, shape, k):
+    # the same call with the kernels built under FAST_CUTS 63 / LEAN_CUTS 15 (the loader's module cache
+    # cleared, so the switched defines compile) and with the process's own build: bit for bit, reruns
+    # included. Rows: normal, heavy ties (the radix path, which the cuts leave as it was), ending
+    # mid-group and mid-row, a copy (seq_len <= k), the threshold in the bin of -inf (lo = 0, key-0
+    # padding after seq_len); the page table a permutation, so a wrong column cannot map right by chance
+    import torch
+    from kernels_cuda import _loader
+    sms, clusters = T._device(torch.cuda.current_device())
+    columns, batch, kernel = {"fast": (16384, 64, "dsv4_topk_indices_fast<4>"),
+                              "lean8r": (65536, 6, "dsv4_topk_indices_lean_regs<8, 2>"),
+                              "lean16r": (65536, 4, "dsv4_topk_indices_lean_regs<16, 1>"),
+                              "pairs": (16384, 64, "dsv4_topk_indices_lean_regs<2, 2>")}[shape]
+    monkeypatch.setattr(T, "LEAN", "16r" if shape == "lean16r" else "8r")
+    monkeypatch.setattr(T, "PAIRS", shape == "pairs")
+    generator = torch.Generator(device="cuda").manual_seed(columns + k)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    logits[1] = torch.round(logits[1] * 40) / 40
+    logits[3] = -float("inf")
+    logits[3, :450] = torch.randn(450, generator=generator, device="cuda")
+    lens = ([columns, columns - 5, columns // 2 + 3, 550 if k == 512 else 1100, k, 9000] + [columns] * batch)[:batch]
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    pages = -(-columns // 64)
+    page_table = torch.stack([torch.randperm(pages, generator=generator, device="cuda") for _ in range(batch)]).int()
+    (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
+    assert launched == kernel
+
+    def run():
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out)
+        return out
+
+    default = run()
+    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 63)
+    monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 15)
+    _loader._module.cache_clear()
+    _loader._function.cache_clear()
+    try:
+        cut = run()
+    finally:
+        monkeypatch.undo()
+        _loader._module.cache_clear()
+        _loader._function.cache_clear()
+    assert torch.equal(cut, default)
+    expected = torch.topk(torch.where(torch.arange(columns, device="cuda") < seq_lens[:, None], logits, -float("inf")),
+                          k, dim=1).values
+    taken = torch.gather(logits, 1, torch.where(default >= 0, default, 0).long() % 64
+                         + 64 * torch.argsort(page_table.long(), dim=1).gather(1, (default.clamp(min=0) // 64).long()))
+    valid = torch.arange(k, device="cuda") < seq_lens[:, None]
+    assert torch.equal(torch.where(valid, taken, 0).sort(1).values, torch.where(valid, expected, 0).sort(1).values)
