@@ -2042,7 +2042,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 // chain without release barriers on it (docs/topk-s11b.md). Bits of:
 #define LEAN_PUSH_SUM 1         // the histograms summed by red.async / st.async into mbarrier-counted slices
 #define LEAN_PUSH_CANDIDATES 2  // (with 1) rank 0's candidates by st.async, the last cluster barrier an exit guard
-#define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates made before the PDL wait
+#define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates, and the zeroed histogram's barrier, before the PDL wait
 #define LEAN_BIT_WALK 8         // the counting and placing walks by classify_bits / place_bits (FAST_BIT_WALK's)
 static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 15 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
               "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY | LEAN_BIT_WALK");
@@ -2191,6 +2191,9 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < VECS; ++i) in_bounds |= (unsigned int)(4 * (t + TOPK_THREADS * i) < width_m) << i;
         asm volatile("" : "+l"(chunk_t), "+l"(seq_len_at), "+r"(in_bounds));
+        // hist is zeroed: no barrier between a thread's loads and its atomics (ptxas puts the keys'
+        // work before such a barrier, which then holds every atomic until the last load lands)
+        __syncthreads();
     }
     if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
     pdl_wait();
@@ -2255,7 +2258,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     prefetch_table(table_row, begin, m, page_size);  // while the row is in flight
 #pragma unroll
     for (int i = 0; i < VECS; ++i) q[i] = keys_before(q[i], 4 * (t + TOPK_THREADS * i), m);  // key 0 past m
-    __syncthreads();  // hist is zeroed
+    if constexpr (!address_early) __syncthreads();  // hist is zeroed
 #pragma unroll
     for (int i = 0; i < VECS; ++i) count_coarse4<true>(q[i], s.hist);
     if constexpr (push_sum) {

@@ -88,9 +88,9 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
-# st.async and the last cluster barrier an exit guard, 4 the chunk's address made before the PDL wait, 8
-# the counting and placing walks by bit masks (FAST_CUTS bit 8's).
-# The same bits out as without.
+# st.async and the last cluster barrier an exit guard, 4 the chunk's address and the zeroed histogram's
+# barrier before the PDL wait, 8 the counting and placing walks by bit masks (FAST_CUTS bit 8's). The
+# same bits out as without.
 LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
