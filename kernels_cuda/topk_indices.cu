@@ -654,8 +654,9 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // docs/topk-s11b.md (opt-in; the fast kernel only, not half):
 #define FAST_BIT_WALK 8        // one classification into above / inside bit masks, then only their set bits placed
 #define FAST_ADDRESS_EARLY 16  // with FAST_EARLY_LOADS: the row's address and predicates made before the PDL wait
-#define FAST_KEYS_BY_VECTOR 32  // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys),
-                                // and the histogram's zeroing barrier before the PDL wait, not between loads and atomics
+// keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
+// zeroing barrier before the PDL wait, not between the loads and the atomics
+#define FAST_KEYS_BY_VECTOR 32
 static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 63,
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
               "FAST_KEYS_BY_VECTOR");
@@ -1192,7 +1193,9 @@ __device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned
     const unsigned int before = block_scan_packed(packed_counts(above_bits, inside_bits), warp_sums, nullptr);
     int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
     place_bits<VECS>(key, above_bits, inside_bits, 0, [&](int column) { staging[slot_above++] = column; },
-                     [&](unsigned int e, int column) { candidates[slot_inside++] = make_uint2(e, (unsigned int)column); });
+                     [&](unsigned int e, int column) {
+                         candidates[slot_inside++] = make_uint2(e, (unsigned int)column);
+                     });
 }
 
 // The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
@@ -2042,7 +2045,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 // chain without release barriers on it (docs/topk-s11b.md). Bits of:
 #define LEAN_PUSH_SUM 1         // the histograms summed by red.async / st.async into mbarrier-counted slices
 #define LEAN_PUSH_CANDIDATES 2  // (with 1) rank 0's candidates by st.async, the last cluster barrier an exit guard
-#define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates, and the zeroed histogram's barrier, before the PDL wait
+#define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates, the zeroed histogram's barrier: before the wait
 #define LEAN_BIT_WALK 8         // the counting and placing walks by classify_bits / place_bits (FAST_BIT_WALK's)
 static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 15 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
               "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY | LEAN_BIT_WALK");
@@ -2353,8 +2356,9 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                     else st_async2(to + 8u * (unsigned int)slot, c, bar);
                 };
                 if constexpr (bit_walk) {
-                    place_bits<VECS>(q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
-                                     [&](unsigned int e, int column) { candidate(slot_inside++, e, column); });
+                    place_bits<VECS>(
+                        q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
+                        [&](unsigned int e, int column) { candidate(slot_inside++, e, column); });
                 } else {
 #pragma unroll
                     for (int i = 0; i < VECS; ++i)
