@@ -155,20 +155,42 @@ def test_the_pushed_sum_gives_every_cta_every_bin_and_each_mbarrier_the_bytes_it
     assert (row_sum == sum(hists)).all()
 
 
-@pytest.mark.parametrize("cluster", [2, 8, 16])
-def test_the_pushed_candidates_fill_rank_0s_buffer_once_with_the_bytes_it_is_armed_for(cluster):
-    # LEAN_PUSH_CANDIDATES: rank r's threshold-bin keys go to slots first_inside(r) + their index in r
-    # (st.async from r > 0, plain stores in rank 0); rank 0 arms bars[2] with 8 bytes for each key it
-    # does not hold, before or after the peers' stores land (its one arrival keeps the phase open)
+@pytest.mark.parametrize("cluster, vecs", [(2, 2), (8, 2), (16, 1)])
+def test_the_pushed_candidates_fill_rank_0s_buffer_once_with_the_bytes_it_is_armed_for(cluster, vecs):
+    # LEAN_PUSH_CANDIDATES on rows split as lean_regs splits them: rank 0 arms bars[2] with 8 bytes for
+    # each threshold-bin key it does not hold, `inside` (the summed histogram's count of the bin) less
+    # its own classified count; the peers' st.async (8 bytes a key they classify inside, at slot
+    # first_inside + their index, first_inside from the fold) must land exactly that many bytes, each
+    # slot once. The histogram and the classification are separate computations in the kernel.
     rng = np.random.default_rng(cluster)
-    for _ in range(20):
-        per_cta = rng.multinomial(int(rng.integers(1, CANDIDATES + 1)), np.ones(cluster) / cluster)
-        inside = int(per_cta.sum())
-        first = np.concatenate([[0], np.cumsum(per_cta)[:-1]])  # the fold: peers before this one
-        slots = [(rank, int(first[rank]) + i) for rank in range(cluster) for i in range(per_cta[rank])]
-        assert sorted(s for _, s in slots) == list(range(inside))
-        landed = 8 * sum(1 for rank, _ in slots if rank != 0)
-        assert landed == 8 * (inside - int(per_cta[0]))
+    columns = cluster * 4 * THREADS * vecs
+    ran = 0
+    for n in (columns, columns - 5, columns // 3 + 7, 9000):
+        row = rng.standard_normal(columns).astype(np.float32)
+        keys = sortable_key(row[:n])
+        chunk = (-(-n // cluster) + 3) & ~3
+        bounds = [(min(n, r * chunk), min(n, min(n, r * chunk) + chunk)) for r in range(cluster)]
+        hists = [np.bincount(coarse_bin(keys[a:b]), minlength=BINS) for a, b in bounds]
+        for k in (512, 1024):
+            b, _, inside = threshold(sum(hists), k)
+            if inside > CANDIDATES:
+                continue
+            lo, hi = coarse_bin_keys(b)
+            per_cta = []
+            for a, e in bounds:
+                chunk_keys = np.zeros(4 * THREADS * vecs, np.uint32)  # key 0 past the chunk
+                chunk_keys[:e - a] = keys[a:e]
+                _, inside_keys = bit_walk(chunk_keys.reshape(vecs, THREADS, 4).transpose(1, 0, 2), lo, hi)
+                per_cta.append(len(inside_keys))
+            first = [int(h[b]) for h in np.cumsum(hists, axis=0)[:-1, None, :].reshape(cluster - 1, BINS)]
+            first = [0] + first  # the fold: the peers before this one, from their histograms
+            slots = [first[r] + i for r in range(cluster) for i in range(per_cta[r])]
+            assert sorted(slots) == list(range(inside)), (n, k)
+            armed = 8 * (inside - per_cta[0])
+            landed = 8 * sum(per_cta[1:])
+            assert armed == landed, (n, k)
+            ran += 1
+    assert ran >= 4
 
 
 def test_the_switched_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
