@@ -83,7 +83,17 @@ HALF_CTAS_PER_SM = 2
 # votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
 # fewer). docs/topk-s9a.md, "64 x 16384". On the H200 (session 9, call 3) 64 x 16384 ran 7.9 us by
 # default (0), 7.8 with 1 and 8.0 with 7: 1 is the default for the race, 2 and 4 stay opt-in.
+# Opt-in, docs/topk-s11b.md (the fast kernel only): 8 one classification into above / inside bit
+# masks and a placing walk over their set bits (the same slots), 16 (with 1) the row's address and
+# predicates made before the PDL wait, 32 the keys past seq_len masked by vector (a test a key before).
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
+# DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
+# (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
+# release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
+# st.async and the last cluster barrier an exit guard, 4 the chunk's address and the zeroed histogram's
+# barrier before the PDL wait, 8 the counting and placing walks by bit masks (FAST_CUTS bit 8's). The
+# same bits out as without.
+LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -118,7 +128,8 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8}
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
-           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS}
+           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
+           "LEAN_CUTS": LEAN_CUTS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
