@@ -15,8 +15,8 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_CLUSTER_MERGE, WS_KV_POLICY come from sparse_attention.py's DEFINES (-D options,
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come
+// from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
 static_assert(TILE == 32 && WARPS == 4, "h16: 4 warps x 128 dims of a 32-row tile (h64: 8 warps' 4-row copies)");
@@ -2241,14 +2241,15 @@ __device__ __forceinline__ unsigned long long evict_last_policy() {
     asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
     return policy;
 }
-// the gathers' policy, WS_KV_POLICY (opt-in A/B): 0 evict_last as above; 1 evict_normal, 2 evict_first (at decode H 64
-// no other CTA reads a row again)
-__device__ __forceinline__ unsigned long long ws_kv_policy() {
+// the gathers' L2 policy, the kernels' kv_policy argument (sparse_attention.py chooses it): 0 evict_last as above,
+// where rows are read again (prefill: neighbouring query rows share most of theirs); 1 evict_normal; 2 evict_first,
+// where each row is read about once (decode: every request its own rows), so they do not crowd out what is reused
+__device__ __forceinline__ unsigned long long ws_kv_policy(int choice) {
     unsigned long long policy;
-    if (WS_KV_POLICY == 1)
-        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
-    else if (WS_KV_POLICY == 2)
+    if (choice == 2)
         asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    else if (choice == 1)
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(policy));
     else
         policy = evict_last_policy();
     return policy;
@@ -2540,7 +2541,7 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
 template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
                                               const float* sink, unsigned short* out, float* lse, int K, int heads,
-                                              float sm_scale, int batch) {
+                                              float sm_scale, int batch, int kv_policy) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     unsigned char* q_s = smem;                                     // [64 heads] swizzled
@@ -2585,7 +2586,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = ws_kv_policy();  // (WS_KV_POLICY, as the one-item kernel)
+        const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];
         int g = 0, it = 0;  // global pair count, this CTA's item count
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
@@ -2855,7 +2856,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 }
 #endif
 
-// WS_CLUSTER_MERGE (opt-in): a row's two splits run as a 2-CTA cluster (cluster dims 1 x 1 x 2: rank = blockIdx.z)
+// A row's two splits launched as a 2-CTA cluster (cluster dims 1 x 1 x 2 given at launch: rank = blockIdx.z)
 // and merge through distributed shared memory instead of fp32 partials in global memory and the combine kernel.
 // After both CTAs' main loops (cluster barrier 1: the peer's Q and buffers are free), warpgroup `1 - rank` stores
 // its unnormalised O half (dims (1 - rank) * 256 ..), its running max and sum into the peer's shared memory;
@@ -2867,6 +2868,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #define WS_MERGE_OUT_AT (WS_MERGE_ML_AT + 64 * 8 + 128)  // then the merged bf16 rows (WS_STAGE_BF16_PITCH)
 static_assert(WS_MERGE_OUT_AT % 128 == 0 && WS_MERGE_OUT_AT + 64 * WS_STAGE_BF16_PITCH <= 3 * WG_MAT_BYTES,
               "ws merge: the received half, its (m, l) and the merged rows fit in Q and the buffers");
+__device__ __forceinline__ unsigned int cluster_ctas() {  // 1 where the launch gave no cluster
+    unsigned int n;
+    asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+    return n;
+}
 __device__ __forceinline__ void ws_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
@@ -2966,11 +2972,11 @@ template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                             int chunk, float sm_scale, int batch) {
+                             int chunk, float sm_scale, int batch, int kv_policy) {
 #if WG_AVAILABLE
 #if WS_PERSISTENT
     if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
-        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, K, heads, sm_scale, batch);
+        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, K, heads, sm_scale, batch, kv_policy);
         return;
     }
 #endif
@@ -3041,7 +3047,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const int unit = lt & 7, row0 = lt >> 3;
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
-        const unsigned long long policy = ws_kv_policy();
+        const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) {
 #pragma unroll
@@ -3107,7 +3113,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
         cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits
-        if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // ws_cluster_merge's two cluster barriers
+        if (SPLIT && cluster_ctas() == 2) {  // ws_cluster_merge's two cluster barriers
             ws_cluster_sync();
             ws_cluster_sync();
         }
@@ -3314,7 +3320,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     wg_bar_sync(WS_BAR_SUMS, 256);
     l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
     l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
-    if (WS_CLUSTER_MERGE && SPLIT && gridDim.z == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
+    if (SPLIT && cluster_ctas() == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
         ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
         return;
     }

@@ -124,15 +124,32 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
 # resident at once)
 COMBINE_HEADS, COMBINE_SPLITS = 8, 2
 DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
-# the ws kernel's L2 policy for the gathered rows (read at import: compile-time; opt-in A/B): DSV4_ATTENTION_KV_POLICY
-# last (evict_last, FlashMLA's and the default), normal or first
+# The ws kernel's L2 policy for its gathered rows (its kv_policy argument; kv_policy() picks it):
+# evict_last where the call gathers more rows than the cache holds, so some are read again (prefill: neighbouring
+# query rows share most of theirs), else evict_first (decode: each request reads its own rows about once). On the
+# H200 (session 11, calls 1-2) evict_first took decode b64 H64 35.9 -> 33.3 us, b256 71.4 -> 68.7, HCA 173.8 ->
+# 169.6, while prefill H64 / H128 went 740 -> 841 / 2302 -> 2834 (evict_normal: 744 / 2295). DSV4_ATTENTION_KV_POLICY
+# (read at each call): auto (that rule), last, normal or first.
 KV_POLICIES = ("last", "normal", "first")
-KV_POLICY = KV_POLICIES.index(os.environ.get("DSV4_ATTENTION_KV_POLICY", "last"))
-DEFINES.update(WS_KV_POLICY=KV_POLICY)
-# DSV4_ATTENTION_MERGE=cluster (read at import; opt-in): a ws launch of exactly 2 splits runs as 2-CTA clusters that
-# merge through distributed shared memory (ws_cluster_merge), with no fp32 partials and no combine kernel
-CLUSTER_MERGE = os.environ.get("DSV4_ATTENTION_MERGE", "kernel") == "cluster"
-DEFINES.update(WS_CLUSTER_MERGE=int(CLUSTER_MERGE))
+
+
+def kv_policy(layout, kv_rows, env=os.environ):
+    """The gathers' policy (an index of KV_POLICIES) for a call of layout.batch rows of layout.topk indices into a
+    cache of kv_rows rows."""
+    choice = env.get("DSV4_ATTENTION_KV_POLICY", "auto")
+    if choice == "auto":
+        return KV_POLICIES.index("last" if layout.batch * layout.topk > kv_rows else "first")
+    if choice not in KV_POLICIES:
+        raise ValueError(f"DSV4_ATTENTION_KV_POLICY={choice!r}: one of auto, {', '.join(KV_POLICIES)}")
+    return KV_POLICIES.index(choice)
+
+
+# A ws launch of exactly 2 splits runs as 2-CTA clusters that merge through distributed shared memory
+# (ws_cluster_merge): no fp32 partials, no combine kernel. On the H200 (session 11, call 2) decode b64 H64 took
+# 33.3 -> 30.4 us with it. DSV4_ATTENTION_MERGE=kernel (read at each call) keeps the combine kernel (the A/B).
+# A split holds whole 64-row blocks (WS_SPLIT_TILE; its last pair may hold one), so 640 indices split 320 + 320
+# rather than 384 + 256 pairs' worth.
+WS_SPLIT_TILE = 64
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
 _OUT = ("ptr sink", "ptr out", "ptr lse")
@@ -141,7 +158,8 @@ _BF16_SPLIT = ("ptr q", "ptr kv", "ptr indices", *_SPLIT)
 _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift", "i64 page_stride")
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
               **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
-              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch"),  # batch: the persistent grid's item count
+              # batch: the persistent grid's item count; kv_policy: kv_policy()'s
+              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch", "i32 kv_policy"),
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -202,17 +220,17 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    # wgmma2 and ws work in pairs of 64-row blocks
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WG2_PAIR, "pipe": PIPE_TILE,
+    # wgmma2 works in pairs of 64-row blocks, ws in pairs too but its splits in blocks
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WS_SPLIT_TILE, "pipe": PIPE_TILE,
             "pair": PIPE_TILE}.get(kernel, TILE)
     late = LATE_PV and kernel in ("pipe", "pair")
     ws = kernel == "ws"
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale), layout.batch) if ws else (float(sm_scale),),
+                 (float(sm_scale), layout.batch, kv_policy(layout, kv.shape[0])) if ws else (float(sm_scale),),
                  LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
                  threads=WS_THREADS if ws else H64_WARPS * 32,
                  persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0,
-                 merge_in_clusters=ws and CLUSTER_MERGE)
+                 merge_in_clusters=ws and os.environ.get("DSV4_ATTENTION_MERGE", "cluster") != "kernel")
     return out, lse
 
 
@@ -233,8 +251,8 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
     after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
     WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
-    batch x head-block items. merge_in_clusters (ws under WS_CLUSTER_MERGE): a launch of exactly 2 splits runs as
-    2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
+    batch x head-block items. merge_in_clusters (ws, unless DSV4_ATTENTION_MERGE=kernel): a launch of exactly 2
+    splits runs as 2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))

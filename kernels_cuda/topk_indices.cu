@@ -651,7 +651,15 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 #define FAST_EARLY_LOADS 1    // seq_len coherent after the PDL wait; the row's loads issued before it arrives
 #define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
 #define FAST_VOTE_WRITE_OUT 4  // candidates ranked by warp votes straight into the output, one barrier fewer
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 7, "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT");
+// docs/topk-s11b.md (opt-in; the fast kernel only, not half):
+#define FAST_BIT_WALK 8        // one classification into above / inside bit masks, then only their set bits placed
+#define FAST_ADDRESS_EARLY 16  // with FAST_EARLY_LOADS: the row's address and predicates made before the PDL wait
+// keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
+// zeroing barrier before the PDL wait, not between the loads and the atomics
+#define FAST_KEYS_BY_VECTOR 32
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 63,
+              "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
+              "FAST_KEYS_BY_VECTOR");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1126,6 +1134,70 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
     write_mapped(out_row(), staging, k, table_row(), page_size);
 }
 
+// FAST_CUTS & FAST_BIT_WALK (and LEAN_CUTS & LEAN_BIT_WALK): the counting and placing walks over a
+// thread's VECS groups of four keys in registers (group i: columns 4 (i x 1024 + t) .. + 3 of the
+// chunk) as one classification into two bit masks (group i, element j at bit 4 i + j: ascending bits
+// are this thread's column order) and a walk over their set bits. The default runs classify4 and
+// place4 on every group with a qualifying lane in the warp, which at k 512 of 16384 is nearly every
+// group of every warp (docs/topk-s11b.md). The same slots in the same order: the keys above the
+// bucket [lo, hi] in one run, those inside it in another. lo1 = max(lo, 1): key 0 (padding) is never
+// inside, as classify4's `e != 0`.
+template <int VECS>
+__device__ __forceinline__ void classify_bits(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi,
+                                              unsigned int& above_bits, unsigned int& inside_bits) {
+    static_assert(4 * VECS <= 32, "a bit a key in one word");
+    const unsigned int lo1 = max(lo, 1u), width1 = hi - lo1;
+    above_bits = 0u;
+    inside_bits = 0u;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            above_bits |= (unsigned int)(e[j] > hi) << (4 * i + j);
+            inside_bits |= (unsigned int)(e[j] - lo1 <= width1) << (4 * i + j);
+        }
+    }
+}
+
+// the packed counts of classify_bits' masks (above: bits 0..15, inside: 16..31), classify4's sum
+__device__ __forceinline__ unsigned int packed_counts(unsigned int above_bits, unsigned int inside_bits) {
+    return (unsigned int)__popc(above_bits) | ((unsigned int)__popc(inside_bits) << 16);
+}
+
+// The set bits of classify_bits' masks in group order: above(column) for a key above the bucket,
+// inside(key, column) for one inside it; column = column0 + 4 (i x 1024 + t) + j.
+template <int VECS, class Above, class Inside>
+__device__ __forceinline__ void place_bits(const uint4 (&key)[VECS], unsigned int above_bits, unsigned int inside_bits,
+                                           int column0, Above above, Inside inside) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const int column = column0 + 4 * (i * TOPK_THREADS + t);
+        for (unsigned int m = (above_bits >> (4 * i)) & 15u; m != 0u; m &= m - 1u) above(column + __ffs(m) - 1);
+        for (unsigned int m = (inside_bits >> (4 * i)) & 15u; m != 0u; m &= m - 1u) {
+            const int j = __ffs(m) - 1;
+            inside(j == 0 ? key[i].x : j == 1 ? key[i].y : j == 2 ? key[i].z : key[i].w, column + j);
+        }
+    }
+}
+
+// The fast kernel's walks by classify_bits / place_bits: above keys to staging, inside ones to
+// candidates, from this thread's slots on (one block scan of the packed counts: a row has at most
+// 16384 keys, so no field carries).
+template <int VECS>
+__device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi, int* staging,
+                                              uint2* candidates, int* warp_sums) {
+    unsigned int above_bits, inside_bits;
+    classify_bits<VECS>(key, lo, hi, above_bits, inside_bits);
+    const unsigned int before = block_scan_packed(packed_counts(above_bits, inside_bits), warp_sums, nullptr);
+    int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+    place_bits<VECS>(key, above_bits, inside_bits, 0, [&](int column) { staging[slot_above++] = column; },
+                     [&](unsigned int e, int column) {
+                         candidates[slot_inside++] = make_uint2(e, (unsigned int)column);
+                     });
+}
+
 // The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
 template <int VECS, bool HALF>
 __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, long long columns,
@@ -1144,6 +1216,26 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     const int b = blockIdx.x;
     reinterpret_cast<int4*>(hist)[t] = make_int4(0, 0, 0, 0);
     if (HALF && t == 0) s_candidates = 0;
+    // FAST_CUTS & FAST_KEYS_BY_VECTOR: the barrier after the zeroing here, before the PDL wait (off the
+    // chain), so a thread counts its keys as its own loads land: a barrier between the loads and the
+    // atomics (where ptxas puts the keys' work before it) would hold every atomic until the last load.
+    constexpr bool zeroed_early = !HALF && (FAST_CUTS & FAST_KEYS_BY_VECTOR);
+    if (zeroed_early) __syncthreads();
+    // FAST_CUTS & FAST_ADDRESS_EARLY (with FAST_EARLY_LOADS): the row's pointer, seq_len's and the vectors'
+    // in-bounds bits come from the arguments only, so they are made before pdl_wait() (pinned there by
+    // an empty volatile asm, which keeps its place among the volatile ones): after the wait only the
+    // loads issue, from one base with immediate offsets (~70 instructions a warp of 64-bit address
+    // arithmetic and predicates off the chain, docs/topk-s11b.md).
+    constexpr bool address_early = !HALF && (FAST_CUTS & FAST_EARLY_LOADS) && (FAST_CUTS & FAST_ADDRESS_EARLY);
+    const float4* src_t = reinterpret_cast<const float4*>(logits + (long long)b * columns) + t;
+    const int* seq_len_at = seq_lens + b;
+    unsigned int in_bounds = 0u;  // bit i: this thread's vector i is before `columns` (and the early loads apply)
+    if (address_early) {
+        const bool loads = columns <= 4 * TOPK_THREADS * VECS && columns > k;
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) in_bounds |= (unsigned int)(loads && 4 * (i * TOPK_THREADS + t) < columns) << i;
+        asm volatile("" : "+l"(src_t), "+l"(seq_len_at), "+r"(in_bounds));
+    }
     if (pdl) {  // launched to overlap the kernel before: the logits (and the metadata) may come from it
         pdl_launch_dependents();  // the next kernel's own pdl_wait() holds it until this grid is done
         pdl_wait();
@@ -1157,14 +1249,25 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     // aligned and columns % 4 == 0; make_keys turns the columns past n into key 0), so the two global
     // round trips overlap instead of following each other. Volatile: not sunk past the seq_len tests.
     int n;
-    if (FAST_CUTS & FAST_EARLY_LOADS)
+    if (address_early)
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_len_at));
+    else if (FAST_CUTS & FAST_EARLY_LOADS)
         asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
     else
         n = seq_lens[b];
     const bool early = (FAST_CUTS & FAST_EARLY_LOADS) && !HALF && columns <= 4 * TOPK_THREADS * VECS && columns > k;
     const float4* src = reinterpret_cast<const float4*>(logits + (long long)b * columns);
     uint4 key[VECS];
-    if (early) {
+    if (address_early) {
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            key[i] = make_uint4(0u, 0u, 0u, 0u);
+            if ((in_bounds >> i) & 1u)
+                asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"  // (ptxas folds i's offset in)
+                             : "=r"(key[i].x), "=r"(key[i].y), "=r"(key[i].z), "=r"(key[i].w)
+                             : "l"(src_t + i * TOPK_THREADS));
+        }
+    } else if (early) {
 #pragma unroll
         for (int i = 0; i < VECS; ++i) {
             key[i] = make_uint4(0u, 0u, 0u, 0u);
@@ -1205,8 +1308,13 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
     }
     prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
-    make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
-    __syncthreads();                // the histogram is zeroed
+    if constexpr (FAST_CUTS & FAST_KEYS_BY_VECTOR) {  // the same keys, a branch on the vector holding n only
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) key[i] = keys_before(key[i], 4 * (i * TOPK_THREADS + t), n);
+    } else {
+        make_keys<VECS>(key, 0, n, t);  // columns at or past n: key 0, below every real key
+    }
+    if (!zeroed_early) __syncthreads();  // the histogram is zeroed
     if (FAST_CUTS & FAST_COUNT_PADDING) {
         // every key counted, no test a key: key 0 (past n) is bin 0's, and thread 0 takes it back out
         if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);
@@ -1233,19 +1341,23 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         // One block scan of packed per-thread counts (above: bits 0..15, inside: 16..31; a row has at
         // most 16384 keys, so no field carries) places the keys in thread order. warp_sums was last
         // read before fast_threshold's second barrier.
-        unsigned int mine = 0u;
+        if constexpr (!HALF && (FAST_CUTS & FAST_BIT_WALK)) {
+            fast_bit_walk<VECS>(key, lo, hi, staging, candidates, warp_sums);
+        } else {
+            unsigned int mine = 0u;
 #pragma unroll
-        for (int i = 0; i < VECS; ++i)
-            if (any_at_or_above(key[i], lo)) mine += classify4(key[i], lo, hi);
-        const unsigned int before = block_scan_packed(mine, warp_sums, nullptr);
-        int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+            for (int i = 0; i < VECS; ++i)
+                if (any_at_or_above(key[i], lo)) mine += classify4(key[i], lo, hi);
+            const unsigned int before = block_scan_packed(mine, warp_sums, nullptr);
+            int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
 #pragma unroll
-        for (int i = 0; i < VECS; ++i)
-            if (any_at_or_above(key[i], lo))
-                place4(key[i], 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
-                       [&](int slot, unsigned int e, int column) {
-                           candidates[slot] = make_uint2(e, (unsigned int)column);
-                       });
+            for (int i = 0; i < VECS; ++i)
+                if (any_at_or_above(key[i], lo))
+                    place4(key[i], 4 * (i * TOPK_THREADS + t), lo, hi, staging, slot_above, slot_inside,
+                           [&](int slot, unsigned int e, int column) {
+                               candidates[slot] = make_uint2(e, (unsigned int)column);
+                           });
+        }
         __syncthreads();
         if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
             write_mapped(out_row, staging, above_total, table_row, page_size);
@@ -1929,6 +2041,123 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 #endif
 }
 
+// ---- LEAN_CUTS (DSV4_TOPK_LEAN_CUTS, read at import; default 0): the lean_regs kernel's cluster
+// chain without release barriers on it (docs/topk-s11b.md). Bits of:
+#define LEAN_PUSH_SUM 1         // the histograms summed by red.async / st.async into mbarrier-counted slices
+#define LEAN_PUSH_CANDIDATES 2  // (with 1) rank 0's candidates by st.async, the last cluster barrier an exit guard
+#define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates, the zeroed histogram's barrier: before the wait
+#define LEAN_BIT_WALK 8         // the counting and placing walks by classify_bits / place_bits (FAST_BIT_WALK's)
+static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 15 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
+              "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY | LEAN_BIT_WALK");
+
+__device__ __forceinline__ unsigned int shared_address(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}
+
+// The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address)
+__device__ __forceinline__ unsigned int peer_address(unsigned int local, unsigned int rank) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    return remote;
+}
+
+// An mbarrier of one arrival, armed for `bytes` of asynchronous stores (its phase 0 completes once they land)
+__device__ __forceinline__ void mbarrier_arm(unsigned long long* bar, unsigned int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
+                 ::"r"(shared_address(bar)), "r"(bytes) : "memory");
+}
+
+// Wait for phase 0 of an mbarrier of this CTA, acquiring at cluster scope what the asynchronous
+// stores' complete-tx released (every peer's writes before its pushes). A phase that never
+// completes traps after ~2^22 tries (a failed launch, not a hang).
+__device__ __forceinline__ void mbarrier_wait_cluster(unsigned long long* bar) {
+    const unsigned int address = shared_address(bar);
+    for (int tries = 0;; ++tries) {
+        unsigned int done;
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(address) : "memory");
+        if (done) return;
+        if (tries > (1 << 22)) __trap();
+    }
+}
+
+// An atomic add into a peer's shared word, counted (4 bytes) by the peer's mbarrier
+__device__ __forceinline__ void red_async_add(unsigned int remote, int value, unsigned int remote_bar) {
+    asm volatile("red.async.relaxed.cluster.shared::cluster.mbarrier::complete_tx::bytes.add.u32 [%0], %1, [%2];"
+                 ::"r"(remote), "r"(value), "r"(remote_bar) : "memory");
+}
+
+// 16 / 8 bytes stored into a peer's shared memory, counted by the peer's mbarrier
+__device__ __forceinline__ void st_async4(unsigned int remote, int4 v, unsigned int remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];"
+                 ::"r"(remote), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar) : "memory");
+}
+__device__ __forceinline__ void st_async2(unsigned int remote, uint2 v, unsigned int remote_bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.b32 [%0], {%1, %2}, [%3];"
+                 ::"r"(remote), "r"(v.x), "r"(v.y), "r"(remote_bar) : "memory");
+}
+
+// LEAN_PUSH_SUM, before the PDL wait: this CTA's slice of row_sum (TOPK_THREADS / CLUSTER 16-byte
+// groups of bins from group rank x that) zeroed for the peers' adds, bars[0] armed for them ((CLUSTER - 1)
+// slices of 16-byte groups), bars[1] for the other slices' sums, bars[2] initialised for the candidates
+// (armed by rank 0 once it knows their count); then a release arrive at the cluster barrier, waited for
+// only after the histogram, so no peer pushes into this CTA before all of it is in place.
+template <int CLUSTER>
+__device__ __forceinline__ void lean_push_setup(int* row_sum, unsigned long long* bars, int rank) {
+    constexpr int OWN = TOPK_THREADS / CLUSTER;
+    const int t = threadIdx.x;
+    if (t < OWN) reinterpret_cast<int4*>(row_sum)[rank * OWN + t] = make_int4(0, 0, 0, 0);
+    if (t == 0) {
+        for (int i = 0; i < 3; ++i)
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&bars[i])) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbarrier_arm(&bars[0], 16u * OWN * (CLUSTER - 1));
+        mbarrier_arm(&bars[1], 16u * OWN * (CLUSTER - 1));
+    }
+    cluster_arrive();
+}
+
+// LEAN_PUSH_SUM, after the histogram: the cluster's histograms summed into row_sum in every CTA with
+// no release barrier on the chain. Each thread's 16-byte group of bins (group t) is added into its
+// owner's row_sum (owner t / OWN) by four red.async; an owner, once bars[0] says its slice holds the
+// peers' bins, adds its own and stores the sum into every peer's row_sum by st.async (one thread a
+// group: it reads the slice once, then overwrites it) and into its own; every CTA waits for bars[1]
+// and one CTA barrier (its own slice's stores). The complete-tx of red.async and st.async releases at
+// cluster scope and the waits acquire there: a peer's histogram (complete at its CTA barrier, before
+// its pushes) is visible to this CTA's later distributed reads of it (the fold).
+template <int CLUSTER>
+__device__ __forceinline__ void lean_push_sum(const int* hist, int* row_sum, unsigned long long* bars, int rank) {
+    constexpr int OWN = TOPK_THREADS / CLUSTER;
+    const int t = threadIdx.x;
+    __syncthreads();  // this CTA's histogram is complete
+    cluster_wait();   // every peer's slice is zeroed and its mbarriers armed (lean_push_setup's arrive)
+    const int owner = t / OWN;
+    if (owner != rank) {
+        const int4 v = reinterpret_cast<const int4*>(hist)[t];
+        const unsigned int to = peer_address(shared_address(&row_sum[4 * t]), owner);
+        const unsigned int bar = peer_address(shared_address(&bars[0]), owner);
+        red_async_add(to, v.x, bar);
+        red_async_add(to + 4, v.y, bar);
+        red_async_add(to + 8, v.z, bar);
+        red_async_add(to + 12, v.w, bar);
+    }
+    if (t < OWN) {
+        mbarrier_wait_cluster(&bars[0]);  // the peers' bins of this slice are in
+        const int g = rank * OWN + t;
+        const int4 a = reinterpret_cast<const int4*>(row_sum)[g], b = reinterpret_cast<const int4*>(hist)[g];
+        const int4 sum = make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        const unsigned int local = shared_address(&row_sum[4 * g]), bar = shared_address(&bars[1]);
+#pragma unroll
+        for (int p = 1; p < CLUSTER; ++p) {
+            const unsigned int peer = (unsigned int)((rank + p) % CLUSTER);
+            st_async4(peer_address(local, peer), sum, peer_address(bar, peer));
+        }
+        reinterpret_cast<int4*>(row_sum)[g] = sum;
+    }
+    mbarrier_wait_cluster(&bars[1]);  // the other slices' sums are in
+    __syncthreads();                  // and this CTA's own
+}
+
 // dsv4_topk_indices_lean_regs<CLUSTER, VECS> (opt-in; docs/topk-s10a.md): a row on CLUSTER CTAs with
 // each CTA's chunk in registers, VECS 16-byte groups a thread (chunks <= 4096 x VECS columns, rows
 // 16-byte aligned: the host routes it there only). DSV4_TOPK_LEAN=16r / 8r: 1 x 65536 as <16, 1> /
@@ -1943,9 +2172,32 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
                                 long long table_stride, int* out, int k, int page_size, int options) {
 #if __CUDA_ARCH__ >= 900
     __shared__ WideShared<CLUSTER> s;
+    // LEAN_PUSH_SUM's mbarriers: the sum's slices, the sums, the candidates (unreferenced otherwise)
+    __shared__ __align__(8) unsigned long long bars[3];
+    constexpr bool push_sum = LEAN_CUTS & LEAN_PUSH_SUM, push_candidates = LEAN_CUTS & LEAN_PUSH_CANDIDATES;
+    constexpr bool address_early = LEAN_CUTS & LEAN_ADDRESS_EARLY, bit_walk = LEAN_CUTS & LEAN_BIT_WALK;
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int rank = (int)blockIdx.x, b = (int)blockIdx.y;
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    if constexpr (push_sum) lean_push_setup<CLUSTER>(s.row_sum, bars, rank);
+    const int width = (int)columns;  // <= CLUSTER x 4096 x VECS (the host's routing)
+    int width_begin, width_m, width_chunk;
+    // LEAN_ADDRESS_EARLY: the chunk's pointer (this thread's first group), seq_len's and the groups'
+    // in-bounds bits from the arguments only, made before the PDL wait (pinned there, as fast_kernel's
+    // FAST_ADDRESS_EARLY): after the wait only the loads issue.
+    const float* chunk_t = logits;
+    const int* seq_len_at = seq_lens + b;
+    unsigned int in_bounds = 0u;
+    if constexpr (address_early) {
+        width_chunk = cta_columns<CLUSTER>(width, rank, width_begin, width_m);
+        chunk_t = logits + (long long)b * columns + width_begin + 4 * t;
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) in_bounds |= (unsigned int)(4 * (t + TOPK_THREADS * i) < width_m) << i;
+        asm volatile("" : "+l"(chunk_t), "+l"(seq_len_at), "+r"(in_bounds));
+        // hist is zeroed: no barrier between a thread's loads and its atomics (ptxas puts the keys'
+        // work before such a barrier, which then holds every atomic until the last load lands)
+        __syncthreads();
+    }
     if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
     pdl_wait();
     // seq_len and this CTA's groups of a row as long as the tensor (`columns`, a multiple of 4 here)
@@ -1953,25 +2205,36 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     // before the tests on n (as fast_kernel's FAST_EARLY_LOADS), so the row's round trip does not
     // wait for seq_len's. A seq_len that splits the row in other chunks loads them again below.
     int n;
-    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
-    const int width = (int)columns;  // <= CLUSTER x 4096 x VECS (the host's routing)
-    int width_begin, width_m;
-    const int width_chunk = cta_columns<CLUSTER>(width, rank, width_begin, width_m);
     uint4 q[VECS];
+    if constexpr (address_early) {
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_len_at));
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) {
-        const int c = 4 * (t + TOPK_THREADS * i);
-        q[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (c < width_m)  // whole float4s: width_m is a multiple of 4
-            asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                         : "=r"(q[i].x), "=r"(q[i].y), "=r"(q[i].z), "=r"(q[i].w)
-                         : "l"(logits + (long long)b * columns + width_begin + c));
+        for (int i = 0; i < VECS; ++i) {
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+            if ((in_bounds >> i) & 1u)  // whole float4s: width_m is a multiple of 4
+                asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(q[i].x), "=r"(q[i].y), "=r"(q[i].z), "=r"(q[i].w)
+                             : "l"(chunk_t + 4 * TOPK_THREADS * i));
+        }
+    } else {
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+        width_chunk = cta_columns<CLUSTER>(width, rank, width_begin, width_m);
+#pragma unroll
+        for (int i = 0; i < VECS; ++i) {
+            const int c = 4 * (t + TOPK_THREADS * i);
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+            if (c < width_m)  // whole float4s: width_m is a multiple of 4
+                asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(q[i].x), "=r"(q[i].y), "=r"(q[i].z), "=r"(q[i].w)
+                             : "l"(logits + (long long)b * columns + width_begin + c));
+        }
     }
     int* const out_row = out + (long long)b * k;
     const int* const table_row = page_table + (long long)b * table_stride;
     if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
         if (rank == 0)
             for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        if constexpr (push_sum) cluster_wait();  // lean_push_setup's arrive, waited for before exit
         return;
     }
     // this CTA's columns [begin, begin + m) as wide_select's (a multiple of 4 from a 16-byte aligned
@@ -1998,11 +2261,15 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     prefetch_table(table_row, begin, m, page_size);  // while the row is in flight
 #pragma unroll
     for (int i = 0; i < VECS; ++i) q[i] = keys_before(q[i], 4 * (t + TOPK_THREADS * i), m);  // key 0 past m
-    __syncthreads();  // hist is zeroed
+    if constexpr (!address_early) __syncthreads();  // hist is zeroed
 #pragma unroll
     for (int i = 0; i < VECS; ++i) count_coarse4<true>(q[i], s.hist);
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
+    if constexpr (push_sum) {
+        lean_push_sum<CLUSTER>(s.hist, s.row_sum, bars, rank);
+    } else {
+        wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+        wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
+    }
     fast_threshold(s.row_sum, n, k, s.warp_sums, s.s_threshold);
     int inside, remaining;
     unsigned int lo, hi;
@@ -2046,13 +2313,21 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         }
         before_here = warp_sum_u64(before_here);
         if (lane == 0) s.warp_before[warp] = before_here;
+        // LEAN_PUSH_CANDIDATES: this CTA's last distributed read is done (the fold's, summed above); the
+        // exit guard's arrive (relaxed: it publishes nothing), waited for just before exit
+        if constexpr (push_candidates) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
     }
 
     // counting: this thread's groups, then its place in the CTA (thread, group, element order)
-    unsigned int mine = 0u;
+    unsigned int mine = 0u, above_bits = 0u, inside_bits = 0u;
+    if constexpr (bit_walk) {
+        classify_bits<VECS>(q, lo, hi, above_bits, inside_bits);
+        mine = packed_counts(above_bits, inside_bits);
+    } else {
 #pragma unroll
-    for (int i = 0; i < VECS; ++i)
-        if (any_at_or_above(q[i], lo)) mine += classify4(q[i], lo, hi);
+        for (int i = 0; i < VECS; ++i)
+            if (any_at_or_above(q[i], lo)) mine += classify4(q[i], lo, hi);
+    }
     unsigned int cta_total;
     const unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
@@ -2068,14 +2343,56 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     if (ranked) {  // above keys to staging, inside keys to rank 0's candidates, in thread order
         int slot_above = (int)(before & 0xffffu);
         int slot_inside = first_inside + (int)(before >> 16);
-        if (mine != 0u) {
+        if (push_candidates && coarse) {
+            // the candidates to rank 0 by st.async, counted by its bars[2] (armed with the bytes rank 0
+            // does not write itself), rank 0's own by plain stores: no release barrier before the ranking
+            if (rank == 0 && t == 0) mbarrier_arm(&bars[2], 8u * (unsigned int)(inside - (int)(cta_total >> 16)));
+            if (mine != 0u) {
+                const unsigned int to = peer_address(shared_address(&s.candidates[0]), 0);
+                const unsigned int bar = peer_address(shared_address(&bars[2]), 0);
+                const auto candidate = [&](int slot, unsigned int e, int column) {
+                    const uint2 c = make_uint2(e, (unsigned int)column);
+                    if (rank == 0) s.candidates[slot] = c;
+                    else st_async2(to + 8u * (unsigned int)slot, c, bar);
+                };
+                if constexpr (bit_walk) {
+                    place_bits<VECS>(
+                        q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
+                        [&](unsigned int e, int column) { candidate(slot_inside++, e, column); });
+                } else {
 #pragma unroll
-            for (int i = 0; i < VECS; ++i)
-                if (any_at_or_above(q[i], lo))
-                    place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
-                           [&](int slot, unsigned int e, int column) {
-                               store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
-                           });
+                    for (int i = 0; i < VECS; ++i)
+                        if (any_at_or_above(q[i], lo))
+                            place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
+                                   candidate);
+                }
+            }
+            __syncthreads();  // staging complete (and rank 0's own candidates)
+            write_mapped(out_row + first_above, staging, cta_above, table_row, page_size);
+            if (rank == 0) {
+                mbarrier_wait_cluster(&bars[2]);  // the peers' candidates are in
+                rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
+                    out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
+                });
+            }
+            asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // no peer reads this CTA any more
+            return;
+        }
+        if (mine != 0u) {
+            if constexpr (bit_walk) {
+                place_bits<VECS>(q, above_bits, inside_bits, begin, [&](int column) { staging[slot_above++] = column; },
+                                 [&](unsigned int e, int column) {
+                                     store_peer2(&s.candidates[slot_inside++], 0, make_uint2(e, (unsigned int)column));
+                                 });
+            } else {
+#pragma unroll
+                for (int i = 0; i < VECS; ++i)
+                    if (any_at_or_above(q[i], lo))
+                        place4(q[i], begin + 4 * (t + TOPK_THREADS * i), lo, hi, staging, slot_above, slot_inside,
+                               [&](int slot, unsigned int e, int column) {
+                                   store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
+                               });
+            }
         }
         // the candidates delivered (release) before the write-out, in rank 0 after it
         wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
@@ -2542,6 +2859,313 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
 #if __CUDA_ARCH__ >= 900
     topk_row_wide16<CLUSTER>(logits, columns, seq_lens, page_table, table_stride, out, k, page_size, skip_up_to,
                              solo_up_to, options, work);
+#else
+    __trap();
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// DSV4_TOPK_LONG_PLAN=twin (opt-in; docs/topk-s11a.md): `dsv4_topk_indices_twin<4>`, wide<8>'s selection of
+// a row on a 4-CTA cluster, CTA p holding wide<8>'s chunks 2p and 2p + 1 back to back (65536 columns at
+// 262144), two CTAs an SM. 64 x 262144 is then 256 CTAs, all resident at once (64 clusters of 4 at two CTAs
+// an SM), half wide<8>'s per-CTA chains and no tail wave. The chunk is read once from global memory into
+// registers and counted; no key is kept in shared memory but one 16-bit word a group of four columns, the
+// high half of the group's largest key (`max16`, 2 bytes a 4 columns). The walks test it against the
+// bucket (a key >= lo has a high half >= lo >> 16, so max16 < lo >> 16 rules the group out, exactly for a
+// coarse bucket, whose lo has its low 17 bits clear, and conservatively for a narrowed one) and read the
+// few groups that pass again from global memory as full keys (wide16's chunk_keys4).
+// The same bits as wide<8> on the same row: the sums, threshold and bucket are the row's; each CTA counts
+// its two chunks apart (a thread's groups t + 1024 i of each) and places chunk 2p's keys above the bucket
+// before chunk 2p + 1's, each in wide<8>'s (thread, group, column) order, so its run is wide<8>'s CTAs 2p
+// and 2p + 1 back to back; the heavy ties' column-order walk is column order over the CTA's columns, the two
+// chunks in turn; the threshold-bin candidates are ranked by (key, column) whatever their slots. The host
+// routes it only from a plan whose rows are all copies or rows wide<8> splits over its 8 CTAs (the plan's
+// call then equals the unplanned call on wide<8> bitwise); rows 16-byte aligned.
+
+// The row a twin CTA selects (as Wide16Row: at 32 registers the row's pointers are made again from these)
+struct TwinRow {
+    int b, n;                       // the row and its seq_len
+    int begin, m;                   // this CTA's columns [begin, begin + m)
+    int split;                      // groups of wide<8>'s chunk 2p: chunk 2p + 1 starts at group `split`
+    unsigned int lo, hi;            // the bucket
+    int inside, remaining;          // the row's keys in it, and how many of them are taken
+    unsigned int total0, total1;    // this CTA's packed counts (above | inside << 16) of chunks 2p and 2p + 1
+};
+
+// the largest of four keys' high halves
+__device__ __forceinline__ unsigned int max16_of4(uint4 q) { return max(max(q.x, q.y), max(q.z, q.w)) >> 16; }
+
+// four floats' keys (sortable_key)
+__device__ __forceinline__ uint4 keys_of4(uint4 raw) {
+    return make_uint4(sortable_key(__uint_as_float(raw.x)), sortable_key(__uint_as_float(raw.y)),
+                      sortable_key(__uint_as_float(raw.z)), sortable_key(__uint_as_float(raw.w)));
+}
+
+// A whole group's four keys counted by coarse bin and its max16 stored. bin_2048: the shared-memory address
+// of the histogram's bin 2048, so coarse_bin's 2048 + (c ^ negative) is at bin_2048 + 4 (c ^ negative), c ^
+// negative being c or -1 - c (mod 2^32): the same bins, one LEA a key for the address (ptxas kept an add of
+// 2048 and a multiply-add for atomicAdd on the histogram's index).
+__device__ __forceinline__ void twin_count4(uint4 q, int g, unsigned short* max16, unsigned int bin_2048) {
+    max16[g] = (unsigned short)max16_of4(q);
+    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const unsigned int negative = ~(unsigned int)((int)e[j] >> 31);
+        const int top = (int)((e[j] ^ negative) >> 17);
+        const int c = min(max(top - (int)(0x4000u + FAST_CODE_LO), 0), (int)(FAST_CODE_HI - FAST_CODE_LO));
+        // ordered with the barriers after the loop as every volatile asm (no value is read back here)
+        asm volatile("red.shared.add.u32 [%0], 1;" ::"r"(bin_2048 + 4u * ((unsigned int)c ^ negative)));
+    }
+}
+
+// wide16_select with max16 words for the halves, on wide<8>'s chunks 2 rank() and 2 rank() + 1 (n > k)
+template <int CLUSTER>
+__device__ __forceinline__ void twin_select(const float* __restrict__ logits, long long columns,
+                                            int* __restrict__ out, const int* __restrict__ page_table,
+                                            long long table_stride, int k, int page_size, int options,
+                                            WideShared<CLUSTER>& s, TwinRow& r, int n) {
+    const bool fold = options & WIDE_FOLD;
+    extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: a group's max16, 2 bytes
+    unsigned short* const max16 = reinterpret_cast<unsigned short*>(chunk_keys);
+    const auto tid = []() { return fresh_thread(); };
+    const auto rank = []() { return fresh_cluster_rank(); };  // the cluster is the row's
+
+    const int groups = [&]() {
+        const int chunk = ((n + 2 * CLUSTER - 1) / (2 * CLUSTER) + 3) & ~3;  // wide<8>'s (cta_columns<8>)
+        const int begin = min(n, 2 * rank() * chunk);
+        const int m = min(n, begin + 2 * chunk) - begin;
+        if (tid() == 0) {
+            r.begin = begin;
+            r.m = m;
+            r.split = chunk >> 2;
+        }
+        return (m + 3) >> 2;
+    }();
+    const auto src = [&]() { return logits + (long long)fresh(r.b) * columns + fresh(r.begin); };
+    const auto table_row = [&]() { return page_table + (long long)fresh(r.b) * table_stride; };
+    const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
+    const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    // groups of chunk 2p: [0, first_groups()); of chunk 2p + 1: [first_groups(), groups)
+    const auto first_groups = [&]() { return min(groups, fresh(r.split)); };
+
+    __syncthreads();  // hist is zeroed; r.begin, r.m and r.split are written
+    {
+        const int m = fresh(r.m);
+        prefetch_table(table_row(), fresh(r.begin), m, page_size);
+        // the only full read of the chunk: the whole groups two float4 in flight a thread, no bounds test
+        // a group, then the last group's columns before m (if m is not a multiple of 4), key 0 past them
+        const float4* const from = reinterpret_cast<const float4*>(src());
+        const unsigned int hist = (unsigned int)__cvta_generic_to_shared(&s.hist[2048]);  // twin_count4's
+        const int whole = m >> 2;
+        int g = tid();
+        for (; g + TOPK_THREADS < whole; g += 2 * TOPK_THREADS) {
+            const uint4 a = raw_bits(__ldg(from + g)), b = raw_bits(__ldg(from + g + TOPK_THREADS));
+            twin_count4(keys_of4(a), g, max16, hist);
+            twin_count4(keys_of4(b), g + TOPK_THREADS, max16, hist);
+        }
+        if (g < whole) twin_count4(keys_of4(raw_bits(__ldg(from + g))), g, max16, hist);
+        if (tid() == 0 && whole < groups) {
+            const uint4 q = keys_before(chunk_raw4(reinterpret_cast<const float*>(from), whole, m), 4 * whole, m);
+            max16[whole] = (unsigned short)max16_of4(q);
+            count_coarse4<true>(q, s.hist);
+        }
+    }
+    int* const counts = s.row_sum;
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
+    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    int inside = s.s_threshold[2];
+    int remaining = k - s.s_threshold[1];
+    unsigned int lo, hi;
+    coarse_bin_keys(bin, &lo, &hi);
+    int* const staging = counts;  // as wide_select
+    const bool coarse = inside <= FAST_CANDIDATES;
+    const bool from_hists = coarse && fold;
+
+    if (!coarse) {
+        // Heavy ties: the exact radix over the bucket, cluster-wide, on the full keys of the groups that pass
+        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+            const int digit_shift = radix_shift(lo, hi);
+            const unsigned int width = hi - lo;
+            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
+            __syncthreads();
+            for (int g = tid(); g < groups; g += TOPK_THREADS)
+                if (max16[g] >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
+            wide_barrier<CLUSTER>();
+            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
+            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+        }
+    }
+    const bool ranked = inside <= FAST_CANDIDATES;
+    if (tid() == 0) {
+        r.lo = lo;
+        r.hi = hi;
+        r.inside = inside;
+        r.remaining = remaining;
+    }
+    __syncthreads();  // the walks read the bucket from r (not held in registers through them)
+
+    // Where this CTA's runs start, from the peers' coarse histograms (as wide16_select)
+    if (from_hists) {
+        unsigned long long before_here = 0ull;  // above | inside << 32
+        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
+        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
+            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
+            const int4 part = load_peer4(&s.hist[4 * g], peer);
+            const int c[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const unsigned int b = 4u * g + e;
+                if (b > bin) before_here += (unsigned long long)c[e];
+                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+            }
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+        if ((tid() & 31) == 0) s.warp_before[tid() >> 5] = before_here;
+    }
+
+    // Counting walks, one a chunk (a thread's groups t + 1024 i of each, as wide<8>'s CTAs): packed counts,
+    // each scanned over the CTA (the second scan after wide_scan's barrier)
+    const auto count_walk = [&](int from_group, int to_group) {
+        const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+        unsigned int mine = 0u;
+        for (int g = from_group + tid(); g < to_group; g += TOPK_THREADS)
+            if (max16[g] >= lo_ >> 16) mine += classify4(full_keys(g), lo_, hi_);
+        return mine;
+    };
+    unsigned int total0, total1;
+    const unsigned int before0 = wide_scan(count_walk(0, first_groups()), s.warp_sums, &total0);
+    const unsigned int before1 = block_scan_packed(count_walk(first_groups(), groups), s.warp_sums, &total1);
+    static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
+    if (tid() == 0) {
+        r.total0 = total0;
+        r.total1 = total1;
+    }
+    __syncthreads();  // r.total0 and r.total1 are written; warp_sums may be written again
+    const int cta_above = (int)(fresh_u(r.total0) & 0xffffu) + (int)(fresh_u(r.total1) & 0xffffu);
+    int first_above = 0, first_inside = 0;
+    if (from_hists) {
+        unsigned long long all = s.warp_before[tid() & 31];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+        first_above = (int)(all & 0xffffffffull);
+        first_inside = (int)(all >> 32);
+    } else {
+        if (tid() == 0) {
+            s.cta_counts[0] = cta_above;
+            s.cta_counts[1] = (int)(fresh_u(r.total0) >> 16) + (int)(fresh_u(r.total1) >> 16);
+        }
+        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+        cluster_wait();
+        if (tid() < 32) {
+            int above = 0, in = 0;
+            if (tid() < rank()) {
+                above = load_peer(&s.cta_counts[0], tid());
+                in = load_peer(&s.cta_counts[1], tid());
+            }
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) {
+                above += __shfl_xor_sync(0xffffffffu, above, off);
+                in += __shfl_xor_sync(0xffffffffu, in, off);
+            }
+            if (tid() == 0) {
+                s.s_first[0] = above;
+                s.s_first[1] = in;
+            }
+        }
+        __syncthreads();
+        first_above = s.s_first[0];
+        first_inside = s.s_first[1];
+    }
+
+    if (ranked) {
+        // Placing walks in wide<8>'s order: chunk 2p's keys, then chunk 2p + 1's from the run's slot after them
+        const auto candidate = [&](int slot, unsigned int e, int column) {
+            store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
+        };
+        const auto place_walk = [&](int from_group, int to_group, int slot_above, int slot_inside) {
+            const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+            for (int g = from_group + tid(); g < to_group; g += TOPK_THREADS) {
+                if (max16[g] < lo_ >> 16) continue;
+                place4(full_keys(g), fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
+            }
+        };
+        place_walk(0, first_groups(), (int)(before0 & 0xffffu), first_inside + (int)(before0 >> 16));
+        place_walk(first_groups(), groups, (int)(fresh_u(r.total0) & 0xffffu) + (int)(before1 & 0xffffu),
+                   first_inside + (int)(fresh_u(r.total0) >> 16) + (int)(before1 >> 16));
+        cluster_arrive();
+        __syncthreads();  // staging is complete
+        write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+        cluster_wait();  // the candidates are in rank 0; no peer reads this CTA any more
+        if (rank() == 0) {
+            const int remaining = fresh(r.remaining);
+            rank_candidates(s.candidates, fresh(r.inside), remaining, [&](int rank_of, int column) {
+                out_row()[k - remaining + rank_of] = mapped_paged(table_row(), column, page_size);
+            });
+        }
+        return;
+    }
+
+    // Column-order placing walk (heavy ties) over the CTA's columns (its two chunks in turn), on full keys
+    cluster_arrive();
+    {
+        const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+        const int remaining = fresh(r.remaining);
+        int above_base = 0, inside_base = first_inside;
+        for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
+            const int g = step * TOPK_THREADS + tid();
+            const uint4 q = g < groups && max16[g] >= lo_ >> 16 ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
+            unsigned int step_total;
+            const unsigned int step_before = wide_scan(classify4(q, lo_, hi_), s.warp_sums, &step_total);
+            int slot_above = above_base + (int)(step_before & 0xffffu);
+            int index_inside = inside_base + (int)(step_before >> 16);
+            above_base += (int)(step_total & 0xffffu);
+            inside_base += (int)(step_total >> 16);
+            place4(q, fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, index_inside,
+                   [&](int index, unsigned int, int column) {
+                       if (index < remaining)
+                           out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
+                   });
+        }
+    }
+    __syncthreads();
+    write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
+    cluster_wait();
+}
+
+// Two CTAs an SM: 32 registers a thread. Every row of the grid on one cluster (cluster y = row y): a copy
+// (rank 0) or twin_select.
+template <int CLUSTER>
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
+    dsv4_topk_indices_twin(const float* logits, long long columns, const int* seq_lens, const int* page_table,
+                           long long table_stride, int* out, int k, int page_size, int options) {
+#if __CUDA_ARCH__ >= 900
+    static_assert(CLUSTER == 4, "wide<8>'s chunks two a CTA");
+    __shared__ WideShared<CLUSTER> s;
+    __shared__ TwinRow r;
+    const int t = threadIdx.x;
+    reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
+    pdl_wait();
+    // seq_len by a coherent load, which ptxas keeps after griddepcontrol.wait (see fast_kernel)
+    const int b = blockIdx.y;
+    int n;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(n) : "l"(seq_lens + b));
+    if (n <= k) {  // the same in every CTA of the cluster: no barrier is left waiting
+        int* out_row = out + (long long)b * k;
+        const int* table_row = page_table + (long long)b * table_stride;
+        if (blockIdx.x == 0)
+            for (int i = t; i < k; i += TOPK_THREADS) out_row[i] = i < n ? mapped_paged(table_row, i, page_size) : -1;
+        return;
+    }
+    if (t == 0) {  // read after twin_select's first barrier
+        r.b = b;
+        r.n = n;
+    }
+    twin_select<CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
 #else
     __trap();
 #endif

@@ -21,7 +21,9 @@ the same selection in its own order).
 `topk_indices_plan` (contract section 7, once per step) gives that cluster launch a work list: rows
 a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
-device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B)."""
+device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B).
+DSV4_TOPK_LONG_PLAN (opt-in, read at import; docs/topk-s11a.md): the plan also sends a long batch's wide<8>
+launch to `wide16` or `twin` (dsv4_topk_indices_twin<4>) where that kernel writes wide<8>'s bits (long_plan)."""
 
 import functools
 import os
@@ -81,7 +83,17 @@ HALF_CTAS_PER_SM = 2
 # votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
 # fewer). docs/topk-s9a.md, "64 x 16384". On the H200 (session 9, call 3) 64 x 16384 ran 7.9 us by
 # default (0), 7.8 with 1 and 8.0 with 7: 1 is the default for the race, 2 and 4 stay opt-in.
+# Opt-in, docs/topk-s11b.md (the fast kernel only): 8 one classification into above / inside bit
+# masks and a placing walk over their set bits (the same slots), 16 (with 1) the row's address and
+# predicates made before the PDL wait, 32 the keys past seq_len masked by vector (a test a key before).
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
+# DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
+# (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
+# release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
+# st.async and the last cluster barrier an exit guard, 4 the chunk's address and the zeroed histogram's
+# barrier before the PDL wait, 8 the counting and placing walks by bit masks (FAST_CUTS bit 8's). The
+# same bits out as without.
+LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -116,7 +128,8 @@ WIDE_KEPT_GROUPS = {1: 4, 2: 8, 4: 8, 8: 8}
 DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WIDE_FOLD": WIDE_FOLD,
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
-           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS}
+           **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
+           "LEAN_CUTS": LEAN_CUTS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
@@ -141,6 +154,21 @@ WIDE16_PREFETCH = 16
 DEFINES.update(WIDE16_CHUNK=WIDE16_CHUNK, WIDE16_PREFETCH=WIDE16_PREFETCH)
 WIDE16_CTAS_PER_SM = 2
 LONG_MIN_COLUMNS = 131072
+
+# DSV4_TOPK_LONG_PLAN (read at import; opt-in, unset = off; docs/topk-s11a.md): topk_indices_plan, which knows
+# the lengths, sends a long batch's wide<8> launch (the width's routing) to another kernel where that kernel
+# writes wide<8>'s bits on every row, so the planned call is bitwise the unplanned one (contract section 7).
+# Long: the CTAs of the rows past the solo bound are more than one an SM (64 x 262144: 512; the mixed bench
+# batch, 84, stays on wide<8>). `wide16`: wide16<8> where every row takes the same CTAs at both kernels'
+# bounds. `twin`: dsv4_topk_indices_twin<4> where every row is a copy or on all 8 of wide<8>'s CTAs (compiled
+# only under this setting). A call without a plan, or DSV4_TOPK_ROUTE=device, routes as before.
+LONG_PLAN_CHOICES = ("", "wide16", "twin")
+LONG_PLAN = os.environ.get("DSV4_TOPK_LONG_PLAN", "")
+TWIN_KERNEL = "dsv4_topk_indices_twin<4>"
+TWIN_CTAS_PER_SM = 2
+SIGNATURES["dsv4_topk_indices_twin"] = SIGNATURES["dsv4_topk_indices_lean"]
+if LONG_PLAN == "twin" and TWIN_KERNEL not in _loader.KERNELS["topk_indices.cu"]:
+    _loader.KERNELS["topk_indices.cu"].append(TWIN_KERNEL)  # opt-in: the default build is the one before
 
 
 def chunk_columns(columns, cluster):
@@ -350,6 +378,19 @@ def wide16_launch(batch, columns, aligned, sms, options, groups_bound):
     return (f"dsv4_topk_indices_wide16<{cluster}>", (cluster, batch), shared, pdl, (-1, WIDE16_CHUNK, options, None))
 
 
+def twin_launch(batch, columns, aligned, sms, options):
+    """The twin launch that replaces a wide<8> launch of `options` for a plan's batch (long_plan), or None
+    where it does not apply (rows not 16-byte aligned, or wide<8>'s chunk past MAX_CHUNK): a 4-CTA cluster
+    a row, CTA p on wide<8>'s chunks 2p and 2p + 1, one 16-bit word a group of four of its columns in
+    shared memory (the group's largest key's high half)."""
+    chunk = chunk_columns(columns, 8)
+    if not aligned or chunk > MAX_CHUNK:
+        return None
+    shared = 2 * (2 * chunk // 4)  # 2 bytes a group of 4 columns, two chunks (chunk is a multiple of 4)
+    pdl = batch * 4 <= TWIN_CTAS_PER_SM * sms  # one round overlaps the kernel before (it waits before reading)
+    return TWIN_KERNEL, (4, batch), shared, pdl, (options & WIDE_FOLD,)
+
+
 # ---------------------------------------------------------------------------------------------
 # The plan (contract section 7): a cluster launch's work list, made from seq_lens once per step.
 # Without one, cluster y takes row y: a row <= solo_up_to keeps a whole cluster's place for rank 0
@@ -419,6 +460,37 @@ def plan_route(lens, k, sms, clusters, env=os.environ):
     return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups)
 
 
+def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
+    """DSV4_TOPK_LONG_PLAN's decision for a plan of rows of these lengths: (choice, the skip bound, solo bound
+    and options of the wide<8> launch the call makes when its logits are as wide as the longest row), or
+    None where that launch stays: no choice, no such launch, a batch that is not long (the CTAs of its rows
+    past the solo bound at most one an SM), or a row the chosen kernel would give other CTAs than wide<8>
+    (then its bits could differ). choice: DSV4_TOPK_LONG_PLAN's (LONG_PLAN) unless given."""
+    choice = LONG_PLAN if choice is None else choice
+    if choice not in LONG_PLAN_CHOICES:
+        raise ValueError(f"DSV4_TOPK_LONG_PLAN={choice!r}: one of {', '.join(LONG_PLAN_CHOICES[1:])} (or unset)")
+    if not choice or not len(lens):
+        return None
+    runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
+    if len(runs) != 1 or runs[0][0] != "dsv4_topk_indices_wide<8>":
+        return None
+    skip_up_to, solo_up_to, options, _ = runs[0][4]
+    if skip_up_to != -1 or solo_up_to != MAX_CHUNK or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM:
+        return None  # (the default's launch only: the groups' bound, the reduce-scatter)
+
+    def ctas(n, up_to):  # topk_row_wide's CTAs of a row: 0 a copy, 1 rank 0 alone, else row_ctas
+        return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to)
+
+    wide = [ctas(int(n), solo_up_to) for n in lens]
+    if sum(c for c in wide if c > 1) <= sms:
+        return None
+    if choice == "wide16" and any(ctas(int(n), WIDE16_CHUNK) != c for n, c in zip(lens, wide)):
+        return None
+    if choice == "twin" and any(c not in (0, 8) for c in wide):
+        return None
+    return choice, (skip_up_to, solo_up_to, options)
+
+
 def _metadata(seq_lens, page_table, k, page_size):
     return {"k": k, "page_size": page_size}, {"seq_lens": seq_lens, "page_table": page_table}
 
@@ -445,6 +517,7 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
         plan.data.update(launch=(cluster, solo_up_to), groups=groups, places=len(rows), work=work)
     else:
         plan.data.update(launch=None)
+    plan.data.update(long=long_plan(lens, k, *_device(device_index)) if device_index is not None else None)
     return plan
 
 
@@ -460,12 +533,14 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         sms, clusters = _device(device_index)
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
-        runs = _planned(runs, plan, sms, logits.device, os.environ.get("DSV4_TOPK_ROUTE", "plan"))
+        route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
+        runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route)
+        runs = _planned(runs, plan, sms, logits.device, route)
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            if kernel == "dsv4_topk_indices_wide1" or kernel.startswith("dsv4_topk_indices_wide16<"):
+            if kernel in ("dsv4_topk_indices_wide1", TWIN_KERNEL) or kernel.startswith("dsv4_topk_indices_wide16<"):
                 _two_per_sm(kernel, logits.device)
             if kernel in ("dsv4_topk_indices_lean<16>", "dsv4_topk_indices_lean_regs<16, 1>"):
                 _non_portable(kernel, logits.device)
@@ -491,3 +566,20 @@ def _planned(runs, plan, sms, device, route):
     places = plan["places"]
     pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())
     return [(kernel, (cluster, places), shared, pdl, (*extra[:3], plan["work"]))]
+
+
+def _long_planned(runs, plan, batch, columns, aligned, sms, route):
+    """The call's launches with the plan's long-batch kernel (long_plan) in place of its wide<8> launch, where
+    the plan chose one and the call's launch is the one it was chosen for (the same skip bound, solo bound
+    and options: then every row takes the CTAs the plan checked); the kernel's own launch (wide16_launch,
+    twin_launch) may still decline the call's shape. route: DSV4_TOPK_ROUTE (`device`: as without a plan)."""
+    long = None if plan is None or route == "device" else plan.data.get("long")
+    if long is None or len(runs) != 1:
+        return runs
+    kernel, _, _, _, extra = runs[0]
+    if kernel != "dsv4_topk_indices_wide<8>" or tuple(extra[:3]) != long[1]:
+        return runs
+    options = extra[2]
+    run = (wide16_launch(batch, columns, aligned, sms, options, 0) if long[0] == "wide16"
+           else twin_launch(batch, columns, aligned, sms, options))
+    return runs if run is None else [run]

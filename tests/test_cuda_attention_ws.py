@@ -95,7 +95,7 @@ def test_producer_flags_give_each_math_thread_its_valid_bits(seed):
     assert all(words[(b, t, 0)] & words[(b, t, 1)] == 0 for b in range(2) for t in range(4))
 
 
-def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
+def test_ws_launches_three_warpgroups_over_whole_blocks(monkeypatch):
     from harness import inputs
     launched = []
 
@@ -112,8 +112,8 @@ def test_ws_launches_three_warpgroups_over_whole_pairs(monkeypatch):
     x.call(A.sparse_attention)
     expr, grid, block, values, shared = launched[0]
     assert expr.startswith("dsv4_sparse_attention_ws<") and block == (A.WS_THREADS,) and shared == A.WS_SHARED_BYTES
-    chunk = values[-3]  # then sm_scale and the batch
-    assert chunk % A.WG2_PAIR == 0 and grid[2] == -(-x.args[2].shape[1] // chunk) > 1, (chunk, grid)
+    chunk = values[-4]  # then sm_scale, the batch and the gathers' L2 policy
+    assert chunk % A.WS_SPLIT_TILE == 0 and grid[2] == -(-x.args[2].shape[1] // chunk) > 1, (chunk, grid)
     assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
 
 
@@ -134,7 +134,7 @@ def test_unsplit_ws_launches_go_persistent_only_under_the_switch(monkeypatch, pe
     x = inputs.attention_inputs(positions=[900] * 80, heads=128, seed=3)  # 160 (row, head block) items: no split
     x.call(A.sparse_attention)
     expr, grid, values = launched[0]
-    assert "false>" in expr and values[-1] == 80  # the batch, the persistent body's item count
+    assert "false>" in expr and values[-2] == 80  # the batch, the persistent body's item count (then the L2 policy)
     assert grid == ((132, 1, 1) if persistent else (80, 2, 1))
     launched.clear()
     x = inputs.attention_inputs(positions=[900, 30], heads=128, seed=3)  # split: the one-item grid either way

@@ -1,0 +1,251 @@
+"""The plan's routing of long batches (DSV4_TOPK_LONG_PLAN, opt-in: wide16<8>, or twin<4>, wide<8>'s chunks two
+a CTA on 4-CTA clusters), docs/topk-s11a.md: which batches the plan routes and which it leaves, that a
+planned call swaps only the launch the plan was made for, that twin compiles to what the host counts on,
+the numpy model of twin's slots against wide<8>'s, and on the GPU the routed kernel's bits against the
+unplanned call's."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from test_cuda_topk import (BINS, CANDIDATES, H200, MIXED, THREADS, coarse_bin, coarse_bin_keys, sortable_key,
+                            threshold, wide_model)
+
+T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
+
+LONG = [262144] * 64  # the bench's b64-262144
+
+
+def wide8_ctas(n, k, up_to=T.MAX_CHUNK):
+    """topk_row_wide<8>'s CTAs of a row (WIDE_GROUPS): 0 a copy, 1 rank 0 alone, else row_ctas."""
+    return 0 if n <= k else 1 if n <= up_to else T.row_ctas(n, 8, up_to)
+
+
+@pytest.mark.parametrize("choice", ["wide16", "twin"])
+def test_the_plan_routes_a_batch_of_long_rows_and_leaves_the_mixed_batch_on_wide8(choice):
+    assert T.long_plan(LONG, 512, *H200, choice=choice) == (choice, (-1, T.MAX_CHUNK, T.WIDE_FOLD | T.WIDE_GROUPS))
+    assert T.long_plan(LONG + [7, 0, 512], 512, *H200, choice=choice)[0] == choice  # copies take no CTA
+    # the mixed bench batch: its long rows' CTAs (6 x 8 + 6 x 4 + 6 x 2 = 84) are one wave at one CTA an SM
+    assert sum(c for c in (wide8_ctas(n, 512) for n in MIXED) if c > 1) == 84 <= H200[0]
+    for k in (512, 1024, 2048):
+        assert T.long_plan(MIXED, k, *H200, choice=choice) is None
+    # not long: 16 rows of 262144 are one wave of wide<8> (the lean kernel's, no wide<8> launch), 17 are 136
+    # CTAs: long; 64 rows of 40960 are solo rows
+    assert T.long_plan([262144] * 16, 512, *H200, choice=choice) is None
+    assert T.long_plan([262144] * 17, 512, *H200, choice=choice)[0] == choice
+    assert T.long_plan([40960] * 64, 512, *H200, choice=choice) is None
+    # off, or a launch the plan does not replace (split, the direct sum, groups off or bound, another kernel)
+    assert T.long_plan(LONG, 512, *H200, choice="") is None
+    for env in [{"DSV4_TOPK_KERNEL": "split"}, {"DSV4_TOPK_SUM": "direct"}, {"DSV4_TOPK_GROUPS": "0"},
+                {"DSV4_TOPK_GROUPS_BOUND": "20480"}, {"DSV4_TOPK_KERNEL": "cluster"}, {"DSV4_TOPK_LONG": "wide16"}]:
+        assert T.long_plan(LONG, 512, *H200, choice=choice, env=env) is None, env
+    with pytest.raises(ValueError, match="DSV4_TOPK_LONG_PLAN"):
+        T.long_plan(LONG, 512, *H200, choice="wide32")
+
+
+def test_the_plan_routes_only_where_every_row_takes_wide8s_ctas():
+    # wide16: its bound (36864) gives a row other CTAs than wide<8>'s (40960) in (36864, 40960],
+    # (73728, 81920] and (147456, 163840]; one such row keeps the batch on wide<8>
+    for n in (36865, 40960, 73729, 81920, 147457, 163840):
+        assert wide8_ctas(n, 512) != wide8_ctas(n, 512, T.WIDE16_CHUNK), n
+        assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="wide16") is None, n
+        assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="twin") is None, n
+    for n in (36864, 40961, 73728, 81921, 147456, 163841, 200001):
+        assert wide8_ctas(n, 512) == wide8_ctas(n, 512, T.WIDE16_CHUNK), n
+        assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="wide16")[0] == "wide16", n
+    # twin: every row a copy or on all 8 of wide<8>'s CTAs (past 163840); a solo row or one of 2 or 4 CTAs
+    # keeps the batch on wide<8>
+    for n, routed in [(163840, False), (163841, True), (262143, True), (100000, False), (5000, False), (512, True)]:
+        assert (T.long_plan(LONG[:-1] + [n], 512, *H200, choice="twin") is not None) == routed, n
+
+
+def parameters(kernel):
+    """How many parameters topk_indices.cu's `kernel` takes."""
+    import re
+    from pathlib import Path
+    source = (Path(T.__file__).parent / "topk_indices.cu").read_text()
+    match = re.search(rf"\b{kernel}\(([^)]*)\)\s*{{", source)
+    assert match, kernel
+    return len(match.group(1).split(","))
+
+
+class _Plan:  # what _long_planned reads of a plan
+    def __init__(self, long):
+        self.data = {"long": long}
+
+
+def test_a_planned_call_swaps_only_the_launch_its_plan_was_made_for():
+    runs = T.launches(64, 262144, True, *H200)
+    assert [r[0] for r in runs] == ["dsv4_topk_indices_wide<8>"]
+    for choice in ("wide16", "twin"):
+        plan = _Plan(T.long_plan(LONG, 512, *H200, choice=choice))
+        (kernel, grid, shared, pdl, extra), = T._long_planned(runs, plan, 64, 262144, True, H200[0], "plan")
+        if choice == "wide16":  # the width's wide16 launch (DSV4_TOPK_LONG=wide16): the same kernel and bounds
+            assert [(kernel, grid, shared, pdl, extra)] == T.launches(64, 262144, True, *H200, long="wide16")
+        else:
+            assert (kernel, grid, extra) == (T.TWIN_KERNEL, (4, 64), (T.WIDE_FOLD,))
+            assert parameters("dsv4_topk_indices_twin") == 8 + len(extra)  # the common 8, then options
+            assert shared == T.chunk_columns(262144, 8) == 32768  # 2 bytes a group of 4, two chunks
+            assert pdl  # 256 CTAs: one round at two CTAs an SM
+        # the device routing's A/B, no plan, a plan of no long batch: the call as it was
+        assert T._long_planned(runs, plan, 64, 262144, True, H200[0], "device") == runs
+        assert T._long_planned(runs, None, 64, 262144, True, H200[0], "plan") == runs
+        assert T._long_planned(runs, _Plan(None), 64, 262144, True, H200[0], "plan") == runs
+        # a call whose launch is not the planned one (other options or bound, or another kernel) keeps it
+        for other in [T.launches(64, 262144, True, *H200, fold=False), T.launches(64, 65536, True, *H200),
+                      T.launches(64, 262144, True, *H200, groups_bound=20480)]:
+            assert T._long_planned(other, plan, 64, 262144, True, H200[0], "plan") == other
+        # the kernel's own launch declines unaligned rows
+        unaligned = T.launches(64, 262144, False, *H200)
+        assert T._long_planned(unaligned, plan, 64, 262144, False, H200[0], "plan") == unaligned
+
+
+def test_twin_fits_two_ctas_an_sm_at_the_widest_rows():
+    (_, grid, shared, _, _) = T.twin_launch(64, 262144, True, H200[0], T.WIDE_FOLD)
+    static = T.wide_static_shared(4) + 48  # WideShared<4> and the TwinRow
+    assert T.TWIN_CTAS_PER_SM * (shared + static + 1024) <= 228 * 1024  # (1 KB an SM's CTA reserves)
+    # 64 clusters of 4 at two CTAs an SM: 256 CTAs of the 264 the SMs hold (GPCs hold whole TPCs)
+    assert grid[0] * grid[1] <= T.TWIN_CTAS_PER_SM * H200[0]
+    assert T.twin_launch(64, 262144, False, H200[0], T.WIDE_FOLD) is None
+    assert T.twin_launch(64, 8 * T.MAX_CHUNK + 4, True, H200[0], T.WIDE_FOLD) is None
+
+
+def test_the_default_compiles_and_routes_as_before():
+    from kernels_cuda import _loader
+    assert (T.TWIN_KERNEL in _loader.KERNELS["topk_indices.cu"]) == (T.LONG_PLAN == "twin")
+    assert T.LONG_PLAN in T.LONG_PLAN_CHOICES
+
+
+def test_twin_compiles_to_two_ctas_an_sm(monkeypatch):
+    # 32 registers (2 x 1024 x 32 = the register file), no spill, the static shared memory the host counts
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", [T.TWIN_KERNEL])
+    _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+    res = build.resources(log, lowered)[T.TWIN_KERNEL]
+    assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, res
+    assert res["smem"] == T.wide_static_shared(4) + 48
+
+
+def test_twins_histogram_address_is_the_coarse_bins():
+    # twin_count4: bin_2048 + 4 (c ^ negative) mod 2^32, c the clamped code and negative all ones for a key
+    # with its top bit clear, is the shared-memory address of coarse_bin's bin, for all 2^15 values of key >> 17
+    # (the bin reads nothing else), low bits clear and set, wherever the histogram lies
+    for low in (0, 0x1FFFF):
+        key = (np.arange(1 << 15, dtype=np.uint64) << np.uint64(17)) | np.uint64(low)
+        negative = np.where(key >> np.uint64(31), 0, 0xFFFFFFFF).astype(np.uint64)
+        top = ((key ^ negative) & np.uint64(0xFFFFFFFF)) >> np.uint64(17)
+        c = np.clip(top.astype(np.int64) - (0x4000 + (111 << 6)), 0, (31 << 6) | 63).astype(np.uint64)
+        for base in (0, 0x95C0, 0xFFFF0):
+            address = (base + 4 * 2048 + 4 * (c ^ negative)) & np.uint64(0xFFFFFFFF)
+            assert np.array_equal(address, base + 4 * coarse_bin(key.astype(np.uint32)).astype(np.uint64))
+
+
+def twin_model(row, n, k):
+    """twin_select's ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s chunks
+    2p and 2p + 1 back to back, its keys counted, one max16 word a group (key 0 past n); the bucket from the
+    summed histograms; each chunk's counting walk over the thread's groups t + 1024 i of that chunk (the
+    groups whose max16 passes, classified on full keys), one packed scan a chunk; the placing walks from
+    the peers' histograms' runs (the fold), chunk 2p's slots before chunk 2p + 1's. The raw columns by slot,
+    or None where the threshold bin holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+    keys = sortable_key(row[:n])
+    chunk = (-(-n // 8) + 3) & ~3  # wide<8>'s
+    ctas = []
+    for p in range(4):
+        begin = min(n, 2 * p * chunk)
+        m = min(n, begin + 2 * chunk) - begin
+        groups = (m + 3) >> 2
+        words = np.zeros(4 * groups, np.uint32)
+        words[:m] = keys[begin:begin + m]
+        max16 = words.reshape(groups, 4).max(axis=1) >> 16
+        hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)
+        ctas.append((begin, words, max16, hist, min(groups, chunk >> 2)))
+    b, above_total, inside = threshold(sum(c[3] for c in ctas), k)
+    if inside > CANDIDATES:
+        return None
+    remaining = k - above_total
+    lo, hi = coarse_bin_keys(b)
+    out = np.full(k, -1, np.int64)
+    candidates = {}
+    for p, (begin, words, max16, hist, first) in enumerate(ctas):
+        first_above = sum(int(c[3][b + 1:].sum()) for c in ctas[:p])
+        first_inside = sum(int(c[3][b]) for c in ctas[:p])
+        q = words.reshape(-1, 4).astype(np.int64)
+        passes = max16 >= lo >> 16
+        assert not (q[~passes] >= lo).any()  # the filter drops no group holding a key at or above lo
+        above = (q > hi) & passes[:, None]
+        within = (q != 0) & (q >= lo) & (q <= hi) & passes[:, None]
+        slot_above, slot_inside = 0, first_inside
+        for from_group, to_group in ((0, first), (first, len(q))):
+            # thread t's groups from_group + t + 1024 i, in thread order (the block scan's), then group, column
+            for t in range(THREADS):
+                for g in range(from_group + t, to_group, THREADS):
+                    for j in range(4):
+                        if above[g, j]:
+                            assert out[first_above + slot_above] == -1
+                            out[first_above + slot_above] = begin + 4 * g + j
+                            slot_above += 1
+                        elif within[g, j]:
+                            candidates[slot_inside] = (int(q[g, j]), begin + 4 * g + j)
+                            slot_inside += 1
+    assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
+    for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
+        out[k - remaining + rank_of] = column
+    return out
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf"])
+def test_twins_slots_are_wide8s_in_order(data):
+    # the rows of a twin batch: past 163840 (all 8 of wide<8>'s CTAs), and short ones (empty or partial
+    # CTAs: the model, as the kernel, takes any n > k); n not a multiple of 4 ends in a partial group
+    rng = np.random.default_rng(len(data))
+    ran = 0
+    for n, k in [(163841, 512), (200003, 1024), (262144, 512), (9001, 2048), (600, 512)]:
+        row = rng.standard_normal(n).astype(np.float32)
+        if data == "ties":
+            row = np.round(row * 40) / 40
+        if data == "inf":
+            row[rng.choice(n, 5, replace=False)] = np.inf
+            row[rng.choice(n, 50, replace=False)] = -np.inf
+        got = twin_model(row, n, k)
+        want = wide_model(row, n, k, 8, 0)
+        assert (got is None) == (want is None), n
+        if got is not None:
+            ran += 1
+            assert np.array_equal(got, want), (n, k)
+    assert ran >= 3
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(T.LONG_PLAN == "", reason="DSV4_TOPK_LONG_PLAN (read at import) unset: nothing routed")
+@pytest.mark.parametrize("variant", ["normal", "ties", "equal", "neg_inf", "k2048"])
+def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
+    # A long batch (24 rows past 163840 and copies: 8 x 24 = 192 CTAs of wide<8>), planned: the plan's kernel
+    # (DSV4_TOPK_LONG_PLAN) against the unplanned call's wide<8>, bitwise: the ranked path, the heavy ties'
+    # radix and column-order walk (few distinct values, all equal), -inf inside rows, garbage past seq_len;
+    # reruns; and the k largest (the harness's tie rule)
+    import torch
+
+    from harness import comparators, inputs
+    from kernels_torch.topk_indices import topk_indices as torch_topk
+    k = 2048 if variant == "k2048" else 512
+    lens = [262144, 262143, 262141, 262140, 250001, 200001, 200000, 163841] * 3 + [k, 7, 0]
+    options = {"ties": dict(distinct=3), "equal": dict(distinct=1), "neg_inf": dict(neg_inf_inside=100000)}
+    x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=11, device="cuda", tail="garbage",
+                           **options.get(variant, {}))
+    logits, seq_lens, page_table = x.args
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=64)
+    assert plan.data["long"][0] == T.LONG_PLAN
+    sms, _ = T._device(torch.cuda.current_device())
+    runs = T._long_planned(T.launches(len(lens), 262144, True, *T._device(torch.cuda.current_device())), plan,
+                           len(lens), 262144, True, sms, "plan")
+    assert runs[0][0] == (T.TWIN_KERNEL if T.LONG_PLAN == "twin" else "dsv4_topk_indices_wide16<8>")
+    got = x.call(T.topk_indices, k=k, plan=plan)
+    assert torch.equal(x.call(T.topk_indices, k=k, plan=plan), got)  # reruns
+    assert torch.equal(x.call(T.topk_indices, k=k), got)  # wide<8>'s bits (no plan)
+    monkeypatch.setenv("DSV4_TOPK_ROUTE", "device")
+    assert torch.equal(x.call(T.topk_indices, k=k, plan=plan), got)
+    report = comparators.topk_indices({"indices": got}, {"indices": x.call(torch_topk, k=k)}, logits=logits,
+                                      seq_lens=seq_lens, page_table=page_table, k=k, page_size=64)
+    assert report.ok, report
