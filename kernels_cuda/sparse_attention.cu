@@ -2855,7 +2855,6 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     }
 }
 #endif
-#endif
 
 // A row's two splits launched as a 2-CTA cluster (cluster dims 1 x 1 x 2 given at launch: rank = blockIdx.z)
 // and merge through distributed shared memory instead of fp32 partials in global memory and the combine kernel.
@@ -2967,6 +2966,7 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
         lse[row + 8] = sum_hi > 0.f ? (mx_hi + log2f(sum_hi)) * LN2 : -INFINITY;
     }
 }
+#endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
 template <bool HAS_SINK, bool SPLIT>
 __global__ void __launch_bounds__(WS_THREADS, 1)
