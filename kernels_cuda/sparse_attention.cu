@@ -489,9 +489,10 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
 // all-empty row gives out 0, lse -inf. Sums run in split order (the same bits as one thread a dim would
 // give). Latency is what it costs at decode (the partials sit in L2): the first COMBINE_SPLITS splits'
 // partials are loaded before their weights are known, so a row of up to that many splits pays one L2
-// round trip (the lse loads go out beside them), not one a split; 64 registers keep every CTA resident.
+// round trip (the lse loads go out beside them), not one a split. (Two splits merge in clusters since session 11:
+// this kernel serves the launches of more, which are few rows, so its registers are not bounded for residency.)
 template <bool HAS_SINK>
-__global__ void __launch_bounds__(COMBINE_HEADS * 32, 1024 / (COMBINE_HEADS * 32))  // 64 registers
+__global__ void __launch_bounds__(COMBINE_HEADS * 32)
     dsv4_sparse_attention_combine(const float* part_out, const float* part_lse, const float* sink,
                                   unsigned short* out, float* lse, int heads, int splits) {
     // launched to overlap the split kernel (its CTAs trigger at their start): the partials are read

@@ -58,14 +58,16 @@ WS_READY_FENCE = os.environ.get("DSV4_ATTENTION_WS_READY_FENCE", "1") != "0"
 # ws: O staged in the free Q and buffer space and stored by one bulk copy a row (docs/attn-s10.md; the default
 # since session 10's call 2); DSV4_ATTENTION_WS_EPILOGUE=regs stores it from registers (64 STG a thread)
 WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs"
-# ws, opt-in until timed (docs/attn-s11.md): DSV4_ATTENTION_WS_FLAGS=smem has the producer write each block's
-# valid-row flags to shared memory (a math thread reads one word a pair instead of 16 index-list loads);
-# DSV4_ATTENTION_WS_SOFTMAX=ffma computes P as ex2.approx.ftz(S * scale - m), one FFMA and one MUFU an element
-WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "loads") == "smem"
-WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "exp2f") == "ffma"
-# ws, opt-in until timed: DSV4_ATTENTION_PERSISTENT=1 runs unsplit launches as a grid of at most one CTA an SM,
-# each looping over (row, head block) items (the next item's Q and first gather under the last one's epilogue)
-WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "0") == "1"
+# ws (docs/attn-s11.md; defaults since session 11's call 3, where the three together took prefill H64 767.1 ->
+# 656.7 us, H128 2286.3 -> 2094.9, decode b256 69.7 -> 64.4, b64 H128 51.2 -> 49.0, all checks passing):
+# the producer writes each block's valid-row flags to shared memory (a math thread reads one word a pair
+# instead of 16 index-list loads; DSV4_ATTENTION_WS_FLAGS=loads for the A/B); P is ex2.approx.ftz(S * scale - m),
+# one FFMA and one MUFU an element (DSV4_ATTENTION_WS_SOFTMAX=exp2f for the A/B); unsplit launches run as a
+# grid of at most one CTA an SM, each looping over (row, head block) items, the next item's Q and first gather
+# under the last one's epilogue (DSV4_ATTENTION_PERSISTENT=0 for the A/B; alone: b256 66.8, prefill H64 737.8)
+WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "smem") != "loads"
+WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "ffma") != "exp2f"
+WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "1") != "0"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -147,8 +149,9 @@ def kv_policy(layout, kv_rows, env=os.environ):
 # A ws launch of exactly 2 splits runs as 2-CTA clusters that merge through distributed shared memory
 # (ws_cluster_merge): no fp32 partials, no combine kernel. On the H200 (session 11, call 2) decode b64 H64 took
 # 33.3 -> 30.4 us with it. DSV4_ATTENTION_MERGE=kernel (read at each call) keeps the combine kernel (the A/B).
-# A split holds whole 64-row blocks (WS_SPLIT_TILE; its last pair may hold one), so 640 indices split 320 + 320
-# rather than 384 + 256 pairs' worth.
+# The split count comes from whole pairs (WG2_PAIR rows); two splits then take whole 64-row blocks (WS_SPLIT_TILE;
+# the last pair may hold one), so 640 indices split 320 + 320 rather than 384 + 256. (Blocks for every count
+# took decode b1 / b8 to 10 splits of one block: 12.1 -> 13.7 us, 14.4 -> 20.6, call 3.)
 WS_SPLIT_TILE = 64
 # the kernels' parameters, checked by the loader's launch(): the split kernels take q, the rows' source,
 # indices, sink, out, lse, the partials and the split; the FP8 ones the cache's paging after them
@@ -220,8 +223,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
                (q, kv, indices, sink, out, lse, layout.topk, layout.heads, float(sm_scale)), q.device,
                shared_mem=SHARED_BYTES)
         return out, lse
-    # wgmma2 works in pairs of 64-row blocks, ws in pairs too but its splits in blocks
-    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WS_SPLIT_TILE, "pipe": PIPE_TILE,
+    # wgmma2 and ws work in pairs of 64-row blocks (ws's two-split launches in blocks: launch_split)
+    tile = {"wgmma": WG_TILE, "wgmma2": WG2_PAIR, "ws": WG2_PAIR, "pipe": PIPE_TILE,
             "pair": PIPE_TILE}.get(kernel, TILE)
     late = LATE_PV and kernel in ("pipe", "pair")
     ws = kernel == "ws"
@@ -258,6 +261,8 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
     chunk = contract.cdiv(contract.cdiv(topk, splits), tile) * tile  # whole tiles; only the list's end is ragged
     splits = contract.cdiv(topk, chunk)
+    if merge_in_clusters and splits == 2:  # the two halves balanced to a block
+        chunk = contract.cdiv(contract.cdiv(topk, 2), WS_SPLIT_TILE) * WS_SPLIT_TILE
     if splits > 1:
         part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
                                device=q.device)

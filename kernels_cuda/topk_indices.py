@@ -22,8 +22,9 @@ the same selection in its own order).
 a rank 0 would select alone are packed one a CTA, a cluster's size to a place, instead of a place each,
 and the places run longest first; long rows keep their cluster, so outputs are bitwise those of the
 device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B).
-DSV4_TOPK_LONG_PLAN (opt-in, read at import; docs/topk-s11a.md): the plan also sends a long batch's wide<8>
-launch to `wide16` or `twin` (dsv4_topk_indices_twin<4>) where that kernel writes wide<8>'s bits (long_plan)."""
+DSV4_TOPK_LONG_PLAN (read at import; docs/topk-s11a.md): the plan also sends a long batch's wide<8> launch to
+`twin` (dsv4_topk_indices_twin<4>, the default) or `wide16` where that kernel writes wide<8>'s bits (long_plan);
+`off` keeps wide<8>."""
 
 import functools
 import os
@@ -83,10 +84,11 @@ HALF_CTAS_PER_SM = 2
 # votes straight into the output after the placing barrier (the same ranks; no staging, one barrier
 # fewer). docs/topk-s9a.md, "64 x 16384". On the H200 (session 9, call 3) 64 x 16384 ran 7.9 us by
 # default (0), 7.8 with 1 and 8.0 with 7: 1 is the default for the race, 2 and 4 stay opt-in.
-# Opt-in, docs/topk-s11b.md (the fast kernel only): 8 one classification into above / inside bit
-# masks and a placing walk over their set bits (the same slots), 16 (with 1) the row's address and
-# predicates made before the PDL wait, 32 the keys past seq_len masked by vector (a test a key before).
-FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "1"))
+# docs/topk-s11b.md (the fast kernel only): 8 one classification into above / inside bit masks and a placing
+# walk over their set bits (the same slots), 16 (with 1) the row's address and predicates made before the PDL
+# wait, 32 the keys past seq_len masked by vector (a test a key before). Default 63 since session 11's call 3:
+# 64 x 16384 took 8.0 -> 6.7 us (SGLang 6.4; check --full and the GPU tests passing under it).
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "63"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
@@ -155,7 +157,8 @@ DEFINES.update(WIDE16_CHUNK=WIDE16_CHUNK, WIDE16_PREFETCH=WIDE16_PREFETCH)
 WIDE16_CTAS_PER_SM = 2
 LONG_MIN_COLUMNS = 131072
 
-# DSV4_TOPK_LONG_PLAN (read at import; opt-in, unset = off; docs/topk-s11a.md): topk_indices_plan, which knows
+# DSV4_TOPK_LONG_PLAN (read at import; default twin since session 11's call 3: 64 x 262144 68.6 -> 64.0 us beside
+# SGLang's 54.5, the mixed batch unchanged; `off` for the A/B; docs/topk-s11a.md): topk_indices_plan, which knows
 # the lengths, sends a long batch's wide<8> launch (the width's routing) to another kernel where that kernel
 # writes wide<8>'s bits on every row, so the planned call is bitwise the unplanned one (contract section 7).
 # Long: the CTAs of the rows past the solo bound are more than one an SM (64 x 262144: 512; the mixed bench
@@ -163,12 +166,10 @@ LONG_MIN_COLUMNS = 131072
 # bounds. `twin`: dsv4_topk_indices_twin<4> where every row is a copy or on all 8 of wide<8>'s CTAs (compiled
 # only under this setting). A call without a plan, or DSV4_TOPK_ROUTE=device, routes as before.
 LONG_PLAN_CHOICES = ("", "wide16", "twin")
-LONG_PLAN = os.environ.get("DSV4_TOPK_LONG_PLAN", "")
+LONG_PLAN = os.environ.get("DSV4_TOPK_LONG_PLAN", "twin").replace("off", "")
 TWIN_KERNEL = "dsv4_topk_indices_twin<4>"
 TWIN_CTAS_PER_SM = 2
 SIGNATURES["dsv4_topk_indices_twin"] = SIGNATURES["dsv4_topk_indices_lean"]
-if LONG_PLAN == "twin" and TWIN_KERNEL not in _loader.KERNELS["topk_indices.cu"]:
-    _loader.KERNELS["topk_indices.cu"].append(TWIN_KERNEL)  # opt-in: the default build is the one before
 
 
 def chunk_columns(columns, cluster):
@@ -468,7 +469,7 @@ def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
     (then its bits could differ). choice: DSV4_TOPK_LONG_PLAN's (LONG_PLAN) unless given."""
     choice = LONG_PLAN if choice is None else choice
     if choice not in LONG_PLAN_CHOICES:
-        raise ValueError(f"DSV4_TOPK_LONG_PLAN={choice!r}: one of {', '.join(LONG_PLAN_CHOICES[1:])} (or unset)")
+        raise ValueError(f"DSV4_TOPK_LONG_PLAN={choice!r}: one of {', '.join(LONG_PLAN_CHOICES[1:])} (or off)")
     if not choice or not len(lens):
         return None
     runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)

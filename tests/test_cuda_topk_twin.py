@@ -1,4 +1,4 @@
-"""The plan's routing of long batches (DSV4_TOPK_LONG_PLAN, opt-in: wide16<8>, or twin<4>, wide<8>'s chunks two
+"""The plan's routing of long batches (DSV4_TOPK_LONG_PLAN: twin<4> by default, wide<8>'s chunks two
 a CTA on 4-CTA clusters), docs/topk-s11a.md: which batches the plan routes and which it leaves, that a
 planned call swaps only the launch the plan was made for, that twin compiles to what the host counts on,
 the numpy model of twin's slots against wide<8>'s, and on the GPU the routed kernel's bits against the
@@ -113,7 +113,7 @@ def test_twin_fits_two_ctas_an_sm_at_the_widest_rows():
 
 def test_the_default_compiles_and_routes_as_before():
     from kernels_cuda import _loader
-    assert (T.TWIN_KERNEL in _loader.KERNELS["topk_indices.cu"]) == (T.LONG_PLAN == "twin")
+    assert T.TWIN_KERNEL in _loader.KERNELS["topk_indices.cu"]
     assert T.LONG_PLAN in T.LONG_PLAN_CHOICES
 
 
@@ -218,7 +218,7 @@ def test_twins_slots_are_wide8s_in_order(data):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(T.LONG_PLAN == "", reason="DSV4_TOPK_LONG_PLAN (read at import) unset: nothing routed")
+@pytest.mark.skipif(T.LONG_PLAN == "", reason="DSV4_TOPK_LONG_PLAN=off (read at import): nothing routed")
 @pytest.mark.parametrize("variant", ["normal", "ties", "equal", "neg_inf", "k2048"])
 def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
     # A long batch (24 rows past 163840 and copies: 8 x 24 = 192 CTAs of wide<8>), planned: the plan's kernel
