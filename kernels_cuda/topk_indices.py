@@ -219,41 +219,51 @@ def _opt_in(kernel, shared, device):
     gets without the opt-in, so the dynamic part needs it from 48 KB minus that, not from 48 KB
     (the loader opts in above 48 KB of dynamic only: chunks of 6000-12000 columns failed to launch)."""
     fn = _loader.kernel("topk_indices.cu", kernel, device)
-    if _opted.get(fn.ptr, 0) < shared:
-        _loader._opt_in_shared(fn, shared)
-        _opted[fn.ptr] = shared
+    if _done(_opted, fn, shared):
+        return
+    _loader._opt_in_shared(fn, shared)
+    _opted[fn.ptr] = (fn, shared)
 
 
-_opted = {}  # kernel pointer -> dynamic shared memory it is opted in for
+def _done(registry, fn, at_least=0):
+    """Whether kernel `fn` is set up in `registry` (pointer -> (the function, its setting)). The entry must be that
+    very function: a module the loader loads again (its caches cleared, as a test that rebuilds under other defines
+    does) can get a freed kernel pointer back, and a stale entry left session 11's 16-CTA launch without its
+    non-portable cluster attribute (CUDA_ERROR_INVALID_CLUSTER_SIZE). The entry keeps its function alive too."""
+    entry = registry.get(fn.ptr)
+    return entry is not None and entry[0] is fn and entry[1] >= at_least
+
+
+_opted = {}  # kernel pointer -> (function, dynamic shared memory it is opted in for)
 
 
 def _two_per_sm(kernel, device):
     """A kernel the host runs two CTAs an SM (wide1) asks for the largest shared-memory carveout (the
     driver's own pick is a hint it may size for one CTA); once per kernel (a driver attribute)."""
     fn = _loader.kernel("topk_indices.cu", kernel, device)
-    if fn.ptr not in _attributes_set:
+    if not _done(_attributes_set, fn):
         from cupy_backends.cuda.api import driver
         try:  # a hint: a driver that refuses it leaves the kernel as it was
             driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)
         except driver.CUDADriverError:
             pass
-        _attributes_set.add(fn.ptr)
+        _attributes_set[fn.ptr] = (fn, 0)
 
 
-_attributes_set = set()  # kernel pointers _two_per_sm has set up
+_attributes_set = {}  # kernel pointer -> (function, 0): the ones _two_per_sm has set up
 
 
 def _non_portable(kernel, device):
     """A 16-CTA cluster kernel (lean<16>, lean_regs<16, 1>) opts in to the non-portable cluster size;
     once per kernel."""
     fn = _loader.kernel("topk_indices.cu", kernel, device)
-    if fn.ptr not in _non_portable_set:
+    if not _done(_non_portable_set, fn):
         from cupy_backends.cuda.api import driver
         driver.funcSetAttribute(fn.ptr, NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-        _non_portable_set.add(fn.ptr)
+        _non_portable_set[fn.ptr] = (fn, 0)
 
 
-_non_portable_set = set()  # kernel pointers _non_portable has set up
+_non_portable_set = {}  # kernel pointer -> (function, 0): the ones _non_portable has set up
 
 
 def row_ctas(n, cluster, up_to):

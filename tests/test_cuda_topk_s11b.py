@@ -276,3 +276,17 @@ def test_the_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, shape, k):
                          + 64 * torch.argsort(page_table.long(), dim=1).gather(1, (default.clamp(min=0) // 64).long()))
     valid = torch.arange(k, device="cuda") < seq_lens[:, None]
     assert torch.equal(torch.where(valid, taken, 0).sort(1).values, torch.where(valid, expected, 0).sort(1).values)
+
+
+def test_a_kernel_loaded_again_at_a_freed_pointer_is_set_up_again():
+    # the GPU test above rebuilds the module under other defines; the reloaded kernel may get a freed pointer back,
+    # and its launch attributes (the 16-CTA cluster's non-portable size) must be set on it again
+    class Kernel:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    first, reloaded = Kernel(0x7F00), Kernel(0x7F00)
+    registry = {first.ptr: (first, 40960)}
+    assert T._done(registry, first) and T._done(registry, first, 40960)
+    assert not T._done(registry, first, 40964)  # more shared memory than it was opted in for
+    assert not T._done(registry, reloaded) and not T._done(registry, Kernel(0x7F10))
