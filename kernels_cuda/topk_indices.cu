@@ -2651,6 +2651,39 @@ __device__ __forceinline__ void column_order_walk(int groups, unsigned int lo, u
     }
 }
 
+// Heavy ties: the exact radix over the bucket [lo, hi], cluster-wide, on the full keys of the groups that pass
+// (passes(g, lo): group g may hold a key >= lo), until the bucket holds only keys taken (the same in every CTA)
+template <int CLUSTER, int SMEM, class Passes, class FullKeys, class Rank, class PeerBase>
+__device__ __forceinline__ void heavy_ties_radix(WideShared<SMEM>& s, int* counts, int groups, unsigned int& lo,
+                                                 unsigned int& hi, int& inside, int& remaining, const Passes& passes,
+                                                 const FullKeys& full_keys, const Rank& rank,
+                                                 const PeerBase& peer_base) {
+    while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+        const int digit_shift = radix_shift(lo, hi);
+        const unsigned int width = hi - lo;
+        wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+        reinterpret_cast<int4*>(s.hist)[fresh_thread()] = make_int4(0, 0, 0, 0);
+        __syncthreads();
+        for (int g = fresh_thread(); g < groups; g += TOPK_THREADS)
+            if (passes(g, lo)) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
+        wide_barrier<CLUSTER>();
+        wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), peer_base());
+        fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+        narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+    }
+}
+
+// The bucket into the row's shared record (Wide16Row or TwinRow) for the walks, which read it afresh
+template <class Row>
+__device__ __forceinline__ void store_bucket(Row& r, unsigned int lo, unsigned int hi, int inside, int remaining) {
+    if (fresh_thread() == 0) {
+        r.lo = lo;
+        r.hi = hi;
+        r.inside = inside;
+        r.remaining = remaining;
+    }
+}
+
 // wide_select on 16-bit keys (see above): one row (seq_len n > k, also in r.n) by CLUSTER CTAs, this one rank() of them
 // (cluster rank base() + rank()); SMEM: the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -2684,6 +2717,8 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
     // the full keys of group g, from global memory (L2)
     const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    // whether group g may hold a key >= lo (a key >= lo has a high half >= lo >> 16)
+    const auto passes = [&](int g, unsigned int lo) { return max_half4(halves[g]) >= lo >> 16; };
 
     __syncthreads();  // hist is zeroed; r.begin and r.m are written
     {
@@ -2736,29 +2771,12 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide, on full keys read again from global
         // memory for the groups that can hold one (a key >= lo has a high half >= lo >> 16)
-        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
-            const int digit_shift = radix_shift(lo, hi);
-            const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
-            __syncthreads();
-            for (int g = tid(); g < groups; g += TOPK_THREADS)
-                if (max_half4(halves[g]) >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
-        }
+        heavy_ties_radix<CLUSTER>(s, counts, groups, lo, hi, inside, remaining, passes, full_keys, rank, base);
     }
     const bool ranked = inside <= FAST_CANDIDATES;
     // the bucket for the walks after the counting one (past block_scan_packed's barrier), read from
     // shared memory there: not held in registers through the walks
-    if (tid() == 0) {
-        r.lo = lo;
-        r.hi = hi;
-        r.inside = inside;
-        r.remaining = remaining;
-    }
+    store_bucket(r, lo, hi, inside, remaining);
 
     // Where this CTA's runs start, from the peers' coarse histograms, as wide_select, but spread: the
     // (peer, 16-byte group of bins) pairs of the peers before this CTA and the groups from the threshold
@@ -2822,7 +2840,7 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     // Column-order placing walk (heavy ties), as wide_select's, on full keys
     column_order_walk(
         groups, fresh_u(r.lo), fresh_u(r.hi), fresh(r.remaining), first_inside, s.warp_sums, staging,
-        [&](int g, unsigned int lo) { return max_half4(halves[g]) >= lo >> 16; }, full_keys,
+        passes, full_keys,
         [&](int g) { return fresh(r.begin) + 4 * g; }, out_row, table_row, k, page_size);
     __syncthreads();
     write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
@@ -2980,6 +2998,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     const auto table_row = [&]() { return page_table + (long long)fresh(r.b) * table_stride; };
     const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
     const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    const auto passes = [&](int g, unsigned int lo) { return max16[g] >= lo >> 16; };  // (as wide16_select's)
     // groups of chunk 2p: [0, first_groups()); of chunk 2p + 1: [first_groups(), groups)
     const auto first_groups = [&]() { return min(groups, fresh(r.split)); };
 
@@ -3020,27 +3039,10 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
 
     if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide, on the full keys of the groups that pass
-        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
-            const int digit_shift = radix_shift(lo, hi);
-            const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
-            __syncthreads();
-            for (int g = tid(); g < groups; g += TOPK_THREADS)
-                if (max16[g] >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
-        }
+        heavy_ties_radix<CLUSTER>(s, counts, groups, lo, hi, inside, remaining, passes, full_keys, rank, first_cta);
     }
     const bool ranked = inside <= FAST_CANDIDATES;
-    if (tid() == 0) {
-        r.lo = lo;
-        r.hi = hi;
-        r.inside = inside;
-        r.remaining = remaining;
-    }
+    store_bucket(r, lo, hi, inside, remaining);
     __syncthreads();  // the walks read the bucket from r (not held in registers through them)
 
     // Where this CTA's runs start, from the peers' coarse histograms (as wide16_select)
@@ -3110,7 +3112,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         const int remaining = fresh(r.remaining);
         column_order_walk(
             groups, lo_, hi_, remaining, first_inside, s.warp_sums, staging,
-            [&](int g, unsigned int lo) { return max16[g] >= lo >> 16; }, full_keys,
+            passes, full_keys,
             [&](int g) { return fresh(r.begin) + 4 * g; }, out_row, table_row, k, page_size);
     }
     __syncthreads();
