@@ -2651,6 +2651,22 @@ __device__ __forceinline__ void column_order_walk(int groups, unsigned int lo, u
     }
 }
 
+// The row's coarse bucket from every CTA's histogram (the sum into counts): its bin (returned), the keys in it,
+// how many of them are taken and its key range
+template <int CLUSTER, int SMEM, class Row, class Rank, class PeerBase>
+__device__ __forceinline__ unsigned int coarse_bucket(WideShared<SMEM>& s, int* counts, const Row& r, int k,
+                                                      const Rank& rank, const PeerBase& peer_base, int& inside,
+                                                      int& remaining, unsigned int& lo, unsigned int& hi) {
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), peer_base());
+    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    inside = s.s_threshold[2];
+    remaining = k - s.s_threshold[1];
+    coarse_bin_keys(bin, &lo, &hi);
+    return bin;
+}
+
 // Heavy ties: the exact radix over the bucket [lo, hi], cluster-wide, on the full keys of the groups that pass
 // (passes(g, lo): group g may hold a key >= lo), until the bucket holds only keys taken (the same in every CTA)
 template <int CLUSTER, int SMEM, class Passes, class FullKeys, class Rank, class PeerBase>
@@ -2756,14 +2772,9 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
         }
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
-    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    int inside = s.s_threshold[2];
-    int remaining = k - s.s_threshold[1];
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = coarse_bucket<CLUSTER>(s, counts, r, k, rank, base, inside, remaining, lo, hi);
     int* const staging = counts;  // as wide_select
     const bool coarse = inside <= FAST_CANDIDATES;
     const bool from_hists = CLUSTER > 1 && coarse && fold;
@@ -3025,14 +3036,9 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         }
     }
     int* const counts = s.row_sum;
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
-    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    int inside = s.s_threshold[2];
-    int remaining = k - s.s_threshold[1];
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = coarse_bucket<CLUSTER>(s, counts, r, k, rank, first_cta, inside, remaining, lo, hi);
     int* const staging = counts;  // as wide_select
     const bool coarse = inside <= FAST_CANDIDATES;
     const bool from_hists = coarse && fold;
