@@ -2560,6 +2560,146 @@ __device__ __forceinline__ void wide16_sum(const int* local, int* slice, int* su
     }
 }
 
+// wide16_select's and twin_select's shared steps. rank() and peer_base() are read afresh at each use (as
+// there): this CTA's rank in the row and the cluster rank of the row's first CTA.
+
+// Where this CTA's runs start, from the peers' coarse histograms: above | inside << 32 of the (peer, 16-byte
+// group of bins) pairs of the peers before this CTA from the threshold bin's group up, dealt out over all
+// threads (one distributed read a thread a round); each warp's sum into warp_before.
+template <class Rank, class PeerBase>
+__device__ __forceinline__ void peer_hists_before(const int* hist, unsigned long long* warp_before, unsigned int bin,
+                                                  const Rank& rank, const PeerBase& peer_base) {
+    unsigned long long before_here = 0ull;  // above | inside << 32
+    const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
+    for (int pair = fresh_thread(); pair < rank() * groups_past; pair += TOPK_THREADS) {
+        const int peer = pair / groups_past, g = first + pair - peer * groups_past;
+        const int4 part = load_peer4(&hist[4 * g], peer_base() + peer);
+        const int c[4] = {part.x, part.y, part.z, part.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const unsigned int b = 4u * g + e;
+            if (b > bin) before_here += (unsigned long long)c[e];
+            else if (b == bin) before_here += (unsigned long long)c[e] << 32;
+        }
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
+    if ((fresh_thread() & 31) == 0) warp_before[fresh_thread() >> 5] = before_here;
+}
+
+// peer_hists_before's warp sums added up: this CTA's first slot above and first index inside
+__device__ __forceinline__ void firsts_from_hists(const unsigned long long* warp_before, int& first_above,
+                                                  int& first_inside) {
+    unsigned long long all = warp_before[fresh_thread() & 31];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
+    first_above = (int)(all & 0xffffffffull);
+    first_inside = (int)(all >> 32);
+}
+
+// The same from the peers' published counts (cta_counts: above, inside, written by thread 0 before): the
+// cluster barrier, then the counts of the peers before this CTA summed by the first warp.
+template <class Rank, class PeerBase>
+__device__ __forceinline__ void firsts_from_peers(const int* cta_counts, int* s_first, const Rank& rank,
+                                                  const PeerBase& peer_base, int& first_above, int& first_inside) {
+    cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
+    cluster_wait();
+    if (fresh_thread() < 32) {
+        int above = 0, in = 0;
+        if (fresh_thread() < rank()) {
+            above = load_peer(&cta_counts[0], peer_base() + fresh_thread());
+            in = load_peer(&cta_counts[1], peer_base() + fresh_thread());
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            above += __shfl_xor_sync(0xffffffffu, above, off);
+            in += __shfl_xor_sync(0xffffffffu, in, off);
+        }
+        if (fresh_thread() == 0) {
+            s_first[0] = above;
+            s_first[1] = in;
+        }
+    }
+    __syncthreads();
+    first_above = s_first[0];
+    first_inside = s_first[1];
+}
+
+// Column-order placing walk (heavy ties) over a CTA's groups on full keys, the same trip count in every thread:
+// a step's groups classified, scanned over the CTA and placed, the bucket's keys in column order taken while
+// `remaining` last. passes(g, lo): group g may hold a key >= lo (else its keys count as 0); first_column(g):
+// its first column in the row.
+template <class Passes, class FullKeys, class FirstColumn, class OutRow, class TableRow>
+__device__ __forceinline__ void column_order_walk(int groups, unsigned int lo, unsigned int hi, int remaining,
+                                                  int inside_base, int* warp_sums, int* staging,
+                                                  const Passes& passes, const FullKeys& full_keys,
+                                                  const FirstColumn& first_column, const OutRow& out_row,
+                                                  const TableRow& table_row, int k, int page_size) {
+    int above_base = 0;
+    for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
+        const int g = step * TOPK_THREADS + fresh_thread();
+        const uint4 q = g < groups && passes(g, lo) ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
+        unsigned int step_total;
+        const unsigned int step_before = wide_scan(classify4(q, lo, hi), warp_sums, &step_total);
+        int slot_above = above_base + (int)(step_before & 0xffffu);
+        int index_inside = inside_base + (int)(step_before >> 16);
+        above_base += (int)(step_total & 0xffffu);
+        inside_base += (int)(step_total >> 16);
+        place4(q, first_column(g), lo, hi, staging, slot_above, index_inside, [&](int index, unsigned int, int column) {
+            if (index < remaining) out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
+        });
+    }
+}
+
+// The row's coarse bucket from every CTA's histogram (the sum into counts): its bin (returned), the keys in it,
+// how many of them are taken and its key range
+template <int CLUSTER, int SMEM, class Row, class Rank, class PeerBase>
+__device__ __forceinline__ unsigned int coarse_bucket(WideShared<SMEM>& s, int* counts, const Row& r, int k,
+                                                      const Rank& rank, const PeerBase& peer_base, int& inside,
+                                                      int& remaining, unsigned int& lo, unsigned int& hi) {
+    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), peer_base());
+    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
+    const unsigned int bin = s.s_threshold[0];
+    inside = s.s_threshold[2];
+    remaining = k - s.s_threshold[1];
+    coarse_bin_keys(bin, &lo, &hi);
+    return bin;
+}
+
+// Heavy ties: the exact radix over the bucket [lo, hi], cluster-wide, on the full keys of the groups that pass
+// (passes(g, lo): group g may hold a key >= lo), until the bucket holds only keys taken (the same in every CTA)
+template <int CLUSTER, int SMEM, class Passes, class FullKeys, class Rank, class PeerBase>
+__device__ __forceinline__ void heavy_ties_radix(WideShared<SMEM>& s, int* counts, int groups, unsigned int& lo,
+                                                 unsigned int& hi, int& inside, int& remaining, const Passes& passes,
+                                                 const FullKeys& full_keys, const Rank& rank,
+                                                 const PeerBase& peer_base) {
+    while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
+        const int digit_shift = radix_shift(lo, hi);
+        const unsigned int width = hi - lo;
+        wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
+        reinterpret_cast<int4*>(s.hist)[fresh_thread()] = make_int4(0, 0, 0, 0);
+        __syncthreads();
+        for (int g = fresh_thread(); g < groups; g += TOPK_THREADS)
+            if (passes(g, lo)) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
+        wide_barrier<CLUSTER>();
+        wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), peer_base());
+        fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
+        narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
+    }
+}
+
+// The bucket into the row's shared record (Wide16Row or TwinRow) for the walks, which read it afresh
+template <class Row>
+__device__ __forceinline__ void store_bucket(Row& r, unsigned int lo, unsigned int hi, int inside, int remaining) {
+    if (fresh_thread() == 0) {
+        r.lo = lo;
+        r.hi = hi;
+        r.inside = inside;
+        r.remaining = remaining;
+    }
+}
+
 // wide_select on 16-bit keys (see above): one row (seq_len n > k, also in r.n) by CLUSTER CTAs, this one rank() of them
 // (cluster rank base() + rank()); SMEM: the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -2593,6 +2733,8 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
     // the full keys of group g, from global memory (L2)
     const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    // whether group g may hold a key >= lo (a key >= lo has a high half >= lo >> 16)
+    const auto passes = [&](int g, unsigned int lo) { return max_half4(halves[g]) >= lo >> 16; };
 
     __syncthreads();  // hist is zeroed; r.begin and r.m are written
     {
@@ -2630,14 +2772,9 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
         }
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
-    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    int inside = s.s_threshold[2];
-    int remaining = k - s.s_threshold[1];
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = coarse_bucket<CLUSTER>(s, counts, r, k, rank, base, inside, remaining, lo, hi);
     int* const staging = counts;  // as wide_select
     const bool coarse = inside <= FAST_CANDIDATES;
     const bool from_hists = CLUSTER > 1 && coarse && fold;
@@ -2645,29 +2782,12 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide, on full keys read again from global
         // memory for the groups that can hold one (a key >= lo has a high half >= lo >> 16)
-        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
-            const int digit_shift = radix_shift(lo, hi);
-            const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
-            __syncthreads();
-            for (int g = tid(); g < groups; g += TOPK_THREADS)
-                if (max_half4(halves[g]) >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), base());
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
-        }
+        heavy_ties_radix<CLUSTER>(s, counts, groups, lo, hi, inside, remaining, passes, full_keys, rank, base);
     }
     const bool ranked = inside <= FAST_CANDIDATES;
     // the bucket for the walks after the counting one (past block_scan_packed's barrier), read from
     // shared memory there: not held in registers through the walks
-    if (tid() == 0) {
-        r.lo = lo;
-        r.hi = hi;
-        r.inside = inside;
-        r.remaining = remaining;
-    }
+    store_bucket(r, lo, hi, inside, remaining);
 
     // Where this CTA's runs start, from the peers' coarse histograms, as wide_select, but spread: the
     // (peer, 16-byte group of bins) pairs of the peers before this CTA and the groups from the threshold
@@ -2675,24 +2795,7 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     // of those groups read the peers in turn: up to 7 round trips at rank 7 with one read in flight, here
     // one while the pairs are <= 1024, e.g. the ~230 groups past a normal row's threshold x 7 peers: 2).
     // The sum is over all pairs whatever their order: the same counts.
-    if (from_hists) {
-        unsigned long long before_here = 0ull;  // above | inside << 32
-        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
-        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
-            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
-            const int4 part = load_peer4(&s.hist[4 * g], base() + peer);
-            const int c[4] = {part.x, part.y, part.z, part.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const unsigned int b = 4u * g + e;
-                if (b > bin) before_here += (unsigned long long)c[e];
-                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
-            }
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
-        if ((tid() & 31) == 0) s.warp_before[tid() >> 5] = before_here;
-    }
+    if (from_hists) peer_hists_before(s.hist, s.warp_before, bin, rank, base);
 
     // Counting walk: the coarse bucket on the 16-bit keys alone; a narrowed one on the full keys
     unsigned int mine = 0u;
@@ -2706,59 +2809,15 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
     if (!ranked) __syncthreads();
     int first_above = 0, first_inside = 0;
-    if (from_hists) {
-        unsigned long long all = s.warp_before[tid() & 31];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
-        first_above = (int)(all & 0xffffffffull);
-        first_inside = (int)(all >> 32);
-    } else if (CLUSTER > 1) {
+    if (from_hists) firsts_from_hists(s.warp_before, first_above, first_inside);
+    else if (CLUSTER > 1) {
         if (tid() == 0) {
             s.cta_counts[0] = (int)(cta_total & 0xffffu);
             s.cta_counts[1] = (int)(cta_total >> 16);
         }
-        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
-        cluster_wait();
-        if (tid() < 32) {
-            int above = 0, in = 0;
-            if (tid() < rank()) {
-                above = load_peer(&s.cta_counts[0], base() + tid());
-                in = load_peer(&s.cta_counts[1], base() + tid());
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (tid() == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        firsts_from_peers(s.cta_counts, s.s_first, rank, base, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
-    // Column-order placing walk (heavy ties), as wide_select's, on full keys
-    const auto column_order_walk = [&](unsigned int lo, unsigned int hi, int remaining, int inside_base) {
-        int above_base = 0;
-        for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
-            const int g = step * TOPK_THREADS + tid();
-            const uint4 q = g < groups && max_half4(halves[g]) >= lo >> 16 ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
-            unsigned int step_total;
-            const unsigned int step_before = wide_scan(classify4(q, lo, hi), s.warp_sums, &step_total);
-            int slot_above = above_base + (int)(step_before & 0xffffu);
-            int index_inside = inside_base + (int)(step_before >> 16);
-            above_base += (int)(step_total & 0xffffu);
-            inside_base += (int)(step_total >> 16);
-            place4(q, fresh(r.begin) + 4 * g, lo, hi, staging, slot_above, index_inside,
-                   [&](int index, unsigned int, int column) {
-                       if (index < remaining)
-                           out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
-                   });
-        }
-    };
 
     if (ranked) {
         // Placing walk in thread order on the full keys of the groups that hold one at or above lo (the
@@ -2789,7 +2848,11 @@ __device__ __forceinline__ void wide16_select(const float* __restrict__ logits, 
     }
 
     if (CLUSTER > 1) cluster_arrive();
-    column_order_walk(fresh_u(r.lo), fresh_u(r.hi), fresh(r.remaining), first_inside);
+    // Column-order placing walk (heavy ties), as wide_select's, on full keys
+    column_order_walk(
+        groups, fresh_u(r.lo), fresh_u(r.hi), fresh(r.remaining), first_inside, s.warp_sums, staging,
+        passes, full_keys,
+        [&](int g) { return fresh(r.begin) + 4 * g; }, out_row, table_row, k, page_size);
     __syncthreads();
     write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
     if (CLUSTER > 1) cluster_wait();
@@ -2929,6 +2992,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     unsigned short* const max16 = reinterpret_cast<unsigned short*>(chunk_keys);
     const auto tid = []() { return fresh_thread(); };
     const auto rank = []() { return fresh_cluster_rank(); };  // the cluster is the row's
+    const auto first_cta = []() { return 0; };                // its cluster rank
 
     const int groups = [&]() {
         const int chunk = ((n + 2 * CLUSTER - 1) / (2 * CLUSTER) + 3) & ~3;  // wide<8>'s (cta_columns<8>)
@@ -2945,6 +3009,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     const auto table_row = [&]() { return page_table + (long long)fresh(r.b) * table_stride; };
     const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
     const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
+    const auto passes = [&](int g, unsigned int lo) { return max16[g] >= lo >> 16; };  // (as wide16_select's)
     // groups of chunk 2p: [0, first_groups()); of chunk 2p + 1: [first_groups(), groups)
     const auto first_groups = [&]() { return min(groups, fresh(r.split)); };
 
@@ -2971,62 +3036,23 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         }
     }
     int* const counts = s.row_sum;
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
-    fast_threshold(counts, fresh(r.n), k, s.warp_sums, s.s_threshold);
-    const unsigned int bin = s.s_threshold[0];
-    int inside = s.s_threshold[2];
-    int remaining = k - s.s_threshold[1];
+    int inside, remaining;
     unsigned int lo, hi;
-    coarse_bin_keys(bin, &lo, &hi);
+    const unsigned int bin = coarse_bucket<CLUSTER>(s, counts, r, k, rank, first_cta, inside, remaining, lo, hi);
     int* const staging = counts;  // as wide_select
     const bool coarse = inside <= FAST_CANDIDATES;
     const bool from_hists = coarse && fold;
 
     if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide, on the full keys of the groups that pass
-        while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
-            const int digit_shift = radix_shift(lo, hi);
-            const unsigned int width = hi - lo;
-            wide_barrier<CLUSTER>();  // every peer has read this CTA's hist; s_threshold read here
-            reinterpret_cast<int4*>(s.hist)[tid()] = make_int4(0, 0, 0, 0);
-            __syncthreads();
-            for (int g = tid(); g < groups; g += TOPK_THREADS)
-                if (max16[g] >= lo >> 16) count_digit4(full_keys(g), lo, width, digit_shift, s.hist);
-            wide_barrier<CLUSTER>();
-            wide16_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank(), 0);
-            fast_threshold(counts, inside, remaining, s.warp_sums, s.s_threshold);
-            narrow_bucket(s.s_threshold, digit_shift, remaining, inside, lo, hi);
-        }
+        heavy_ties_radix<CLUSTER>(s, counts, groups, lo, hi, inside, remaining, passes, full_keys, rank, first_cta);
     }
     const bool ranked = inside <= FAST_CANDIDATES;
-    if (tid() == 0) {
-        r.lo = lo;
-        r.hi = hi;
-        r.inside = inside;
-        r.remaining = remaining;
-    }
+    store_bucket(r, lo, hi, inside, remaining);
     __syncthreads();  // the walks read the bucket from r (not held in registers through them)
 
     // Where this CTA's runs start, from the peers' coarse histograms (as wide16_select)
-    if (from_hists) {
-        unsigned long long before_here = 0ull;  // above | inside << 32
-        const int first = (int)bin >> 2, groups_past = FAST_BINS / 4 - first;
-        for (int pair = tid(); pair < rank() * groups_past; pair += TOPK_THREADS) {
-            const int peer = pair / groups_past, g = first + pair - peer * groups_past;
-            const int4 part = load_peer4(&s.hist[4 * g], peer);
-            const int c[4] = {part.x, part.y, part.z, part.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const unsigned int b = 4u * g + e;
-                if (b > bin) before_here += (unsigned long long)c[e];
-                else if (b == bin) before_here += (unsigned long long)c[e] << 32;
-            }
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) before_here += __shfl_xor_sync(0xffffffffu, before_here, off);
-        if ((tid() & 31) == 0) s.warp_before[tid() >> 5] = before_here;
-    }
+    if (from_hists) peer_hists_before(s.hist, s.warp_before, bin, rank, first_cta);
 
     // Counting walks, one a chunk (a thread's groups t + 1024 i of each, as wide<8>'s CTAs): packed counts,
     // each scanned over the CTA (the second scan after wide_scan's barrier)
@@ -3048,38 +3074,13 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     __syncthreads();  // r.total0 and r.total1 are written; warp_sums may be written again
     const int cta_above = (int)(fresh_u(r.total0) & 0xffffu) + (int)(fresh_u(r.total1) & 0xffffu);
     int first_above = 0, first_inside = 0;
-    if (from_hists) {
-        unsigned long long all = s.warp_before[tid() & 31];
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) all += __shfl_xor_sync(0xffffffffu, all, off);
-        first_above = (int)(all & 0xffffffffull);
-        first_inside = (int)(all >> 32);
-    } else {
+    if (from_hists) firsts_from_hists(s.warp_before, first_above, first_inside);
+    else {
         if (tid() == 0) {
             s.cta_counts[0] = cta_above;
             s.cta_counts[1] = (int)(fresh_u(r.total0) >> 16) + (int)(fresh_u(r.total1) >> 16);
         }
-        cluster_arrive();  // cta_counts published; every peer is past its reads of this CTA's hist
-        cluster_wait();
-        if (tid() < 32) {
-            int above = 0, in = 0;
-            if (tid() < rank()) {
-                above = load_peer(&s.cta_counts[0], tid());
-                in = load_peer(&s.cta_counts[1], tid());
-            }
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) {
-                above += __shfl_xor_sync(0xffffffffu, above, off);
-                in += __shfl_xor_sync(0xffffffffu, in, off);
-            }
-            if (tid() == 0) {
-                s.s_first[0] = above;
-                s.s_first[1] = in;
-            }
-        }
-        __syncthreads();
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
+        firsts_from_peers(s.cta_counts, s.s_first, rank, first_cta, first_above, first_inside);
     }
 
     if (ranked) {
@@ -3115,22 +3116,10 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     {
         const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
         const int remaining = fresh(r.remaining);
-        int above_base = 0, inside_base = first_inside;
-        for (int step = 0; step * TOPK_THREADS < groups; ++step) {  // the same trip count in every thread
-            const int g = step * TOPK_THREADS + tid();
-            const uint4 q = g < groups && max16[g] >= lo_ >> 16 ? full_keys(g) : make_uint4(0u, 0u, 0u, 0u);
-            unsigned int step_total;
-            const unsigned int step_before = wide_scan(classify4(q, lo_, hi_), s.warp_sums, &step_total);
-            int slot_above = above_base + (int)(step_before & 0xffffu);
-            int index_inside = inside_base + (int)(step_before >> 16);
-            above_base += (int)(step_total & 0xffffu);
-            inside_base += (int)(step_total >> 16);
-            place4(q, fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, index_inside,
-                   [&](int index, unsigned int, int column) {
-                       if (index < remaining)
-                           out_row()[k - remaining + index] = mapped_paged(table_row(), column, page_size);
-                   });
-        }
+        column_order_walk(
+            groups, lo_, hi_, remaining, first_inside, s.warp_sums, staging,
+            passes, full_keys,
+            [&](int g) { return fresh(r.begin) + 4 * g; }, out_row, table_row, k, page_size);
     }
     __syncthreads();
     write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
