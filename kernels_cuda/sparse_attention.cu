@@ -2524,6 +2524,50 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
     }
 }
 #endif
+// The ws producer's pieces, shared by the one-item kernel and the persistent body.
+// ids of pair `pair` (blocks A, B: rows row0 + 16k of this thread; -1 past the list's n entries)
+__device__ __forceinline__ void ws_load_ids(int (&ids)[2][4], const int* idx_row, int n, int row0, int pair) {
+#pragma unroll
+    for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int i = pair * 128 + blk * 64 + row0 + 16 * k;
+            ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
+        }
+}
+// half r_half of block blk's rows in ids into buffer blk (this thread's unit of each chunk line, at dst0 + constants)
+__device__ __forceinline__ void ws_copy_half(const int (&ids)[2][4], int blk, int r_half, const unsigned char* kv_bytes,
+                                             int unit, unsigned int dst0, unsigned long long policy) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int idx = ids[blk][k];
+        const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
+        const unsigned int bytes = idx >= 0 ? 16u : 0u;  // a masked row: zeros, so it adds 0 * 0, never NaN
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
+                                   src + c * 128, bytes, policy);
+    }
+}
+#if WS_FLAGS_SMEM
+// block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so its reader has read the
+// last pair's: it read them before it freed that half) and published by a release arrival on that half's ready
+// barrier `bar`, which the reader waits on first
+__device__ __forceinline__ void ws_publish_flags(const int (&ids)[2][4], int blk, int lt, unsigned int flags_addr,
+                                                 unsigned int bar) {
+    unsigned int ballots[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+    const int w = lt >> 5, l = lt & 31;
+    if (l < 2) {
+        const unsigned int word = ws_flag_part(ballots, w, l);
+        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                     "h"((unsigned short)word)
+                     : "memory");
+        mbar_arrive(bar);
+    }
+}
+#endif
 #if WS_PERSISTENT
 // WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
 // each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
@@ -2602,15 +2646,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                     cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
                 cp_async_mbar_arrive(bar_q);
             }
-            auto load_ids = [&](int pair) {
-#pragma unroll
-                for (int blk = 0; blk < 2; ++blk)
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        const int i = pair * 128 + blk * 64 + row0 + 16 * k;
-                        ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
-                    }
-            };
+            auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
             // half buffer h (2 buffer + R half) of the pair in ids, after its free wait; the flags of block
             // h / 2 with K0L / K1R (as in the one-item kernel). Called with constant h only (inlined, ids[h / 2]
             // stays in registers; a runtime h put ids on the stack)
@@ -2618,30 +2654,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 const int blk = h >> 1, r_half = h & 1;
                 mbar_wait(free_bar(h), parity);
 #if WS_FLAGS_SMEM
-                if (h == 0 || h == 3) {
-                    unsigned int ballots[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
-                    const int w = lt >> 5, l = lt & 31;
-                    if (l < 2) {
-                        const unsigned int word = ws_flag_part(ballots, w, l);
-                        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
-                                     "h"((unsigned short)word)
-                                     : "memory");
-                        mbar_arrive(ready(h));
-                    }
-                }
+                if (h == 0 || h == 3) ws_publish_flags(ids, blk, lt, flags_addr, ready(h));
 #endif
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int idx = ids[blk][k];
-                    const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
-                    const unsigned int bytes = idx >= 0 ? 16u : 0u;
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
-                                               src + c * 128, bytes, policy);
-                }
+                ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy);
                 cp_async_mbar_arrive(ready(h));
             };
             load_ids(0);
@@ -3050,44 +3065,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
-        auto load_ids = [&](int pair) {
-#pragma unroll
-            for (int blk = 0; blk < 2; ++blk)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int i = pair * 128 + blk * 64 + row0 + 16 * k;
-                    ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
-                }
-        };
-        auto copy_half = [&](int blk, int r_half) {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int idx = ids[blk][k];
-                const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
-                const unsigned int bytes = idx >= 0 ? 16u : 0u;  // a masked row: zeros, so it adds 0 * 0, never NaN
-#pragma unroll
-                for (int c = 0; c < 4; ++c)
-                    cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
-                                           src + c * 128, bytes, policy);
-            }
-        };
-        // WS_FLAGS_SMEM: block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so
-        // its reader has read the last pair's: it read them before it freed that half) and published by a
-        // release arrival on that half's ready barrier, which the reader waits on first
+        auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
+        auto copy_half = [&](int blk, int r_half) { ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy); };
 #if WS_FLAGS_SMEM
-        auto publish_flags = [&](int blk, unsigned int bar) {
-            unsigned int ballots[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
-            const int w = lt >> 5, l = lt & 31;
-            if (l < 2) {
-                const unsigned int word = ws_flag_part(ballots, w, l);
-                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
-                             "h"((unsigned short)word)
-                             : "memory");
-                mbar_arrive(bar);
-            }
-        };
+        auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, flags_addr, bar); };
 #endif
         load_ids(0);
         for (int j = 0; j < pairs; ++j) {
