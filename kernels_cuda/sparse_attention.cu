@@ -2568,6 +2568,84 @@ __device__ __forceinline__ void ws_publish_flags(const int (&ids)[2][4], int blk
     }
 }
 #endif
+// The ws math warpgroups' pieces, shared by the one-item kernel and the persistent body.
+// bit 2 nt + e: column 8 nt + 2 t + e of warpgroup half's block of pair j holds a valid row
+__device__ __forceinline__ unsigned int ws_valid_bits(const int* idx_row, int n, int j, int half, int t) {
+    unsigned int v = 0;
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
+        if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
+    }
+    return v;
+}
+// a landed S scaled to base 2, masked, its row maxima
+__device__ __forceinline__ void ws_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo, float& mx_hi) {
+#if WS_SOFTMAX_FFMA
+    ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
+    masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
+}
+// the online softmax step of S to the row maxima mx (P in s, the running m, l and O's factors alpha)
+__device__ __forceinline__ void ws_softmax_step(float (&s)[32], float scale2, float mx_lo, float mx_hi, float& m_lo,
+                                                float& m_hi, float& l_lo, float& l_hi, float& alpha_lo, float& alpha_hi) {
+#if WS_SOFTMAX_FFMA
+    ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
+    softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
+}
+// after the softmax step: the running max to max_s[at ..] for the other warpgroup (named barrier `bar`, arrive
+// only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
+__device__ __forceinline__ void ws_publish_and_pv_own(float (&o)[128], const float (&s)[32], unsigned int (&p)[4][4],
+                                                      float* max_s, int at, int bar, float m_lo, float m_hi, int r_lo,
+                                                      int r_hi, int t, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+    if (t == 0) {
+        max_s[at + r_lo] = m_lo;
+        max_s[at + r_hi] = m_hi;
+    }
+    wg_bar_arrive(bar);
+    rescale_o(o, alpha_lo, alpha_hi);
+    p_fragments(s, p);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+    wg_fence();
+    wg_pv_rs(o, p, v_addr);
+    wg_commit();
+}
+// warpgroup 0 after its own P V: the pair's max from warpgroup 1, P_A, O and l to it (scale 0 while this row saw
+// nothing), P_A stored for warpgroup 1 and O += P_B V_B,L (other_v) issued once P_B is stored
+__device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float (&s)[32], const float* max_s,
+                                                         unsigned char* p_s, unsigned int p_addr, unsigned int other_v,
+                                                         int r_lo, int r_hi, int g, int t, float& m_lo, float& m_hi,
+                                                         float& l_lo, float& l_hi) {
+    wg_bar_sync(WS_BAR_MAX_PAIR, 256);
+    const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+    const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+    const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
+    const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
+    const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
+    m_lo = pair_lo;
+    m_hi = pair_hi;
+    l_lo *= sc_lo;
+    l_hi *= sc_hi;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+    store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+    wg_bar_arrive(WS_BAR_P_A);
+    rescale_o(o, sc_lo, sc_hi);
+    wg_bar_sync(WS_BAR_P_B, 256);  // P_B stored
+#pragma unroll
+    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+    wg_fence();
+    wg_pv_ss(o, p_addr + 64 * 128, other_v);
+    wg_commit();
+}
 #if WS_PERSISTENT
 // WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
 // each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
@@ -2692,15 +2770,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
         const int b = item % batch, hb = item / batch;
         const int* idx_row = indices + (long long)b * K;
-        auto valid_bits = [&](int j) {
-            unsigned int v = 0;
-#pragma unroll
-            for (int c = 0; c < 16; ++c) {
-                const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
-                if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
-            }
-            return v;
-        };
+        auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
 #if WS_FLAGS_SMEM
         unsigned int flag_word = 0;
 #endif
@@ -2741,25 +2811,10 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #pragma unroll
             for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
             if (last) mbar_arrive(q_free);
-#if WS_SOFTMAX_FFMA
-            ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
-#else
-            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
-#endif
+            ws_row_max(s, valid, scale2, mx_lo, mx_hi);
         };
         auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-            if (t == 0) {
-                max_s[at + r_lo] = m_lo;
-                max_s[at + r_hi] = m_hi;
-            }
-            wg_bar_arrive(bar);
-            rescale_o(o, alpha_lo, alpha_hi);
-            p_fragments(s, p);
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_rs(o, p, v_addr);
-            wg_commit();
+            ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
         };
         mbar_wait(bar_q, it & 1);
         if (pairs == 0) mbar_arrive(q_free);  // no S reads this item's Q
@@ -2775,41 +2830,13 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             for (int j = 0; j < pairs; ++j) {
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
-#if WS_SOFTMAX_FFMA
-                ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#else
-                softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#endif
+                ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
                 publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
                 mbar_arrive(free_bar(0));
-                wg_bar_sync(WS_BAR_MAX_PAIR, 256);
-                const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
-#if WS_SOFTMAX_FFMA
-                const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
-                const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
-#else
-                const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
-                const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
-#endif
-                m_lo = pair_lo;
-                m_hi = pair_hi;
-                l_lo *= sc_lo;
-                l_hi *= sc_hi;
-#pragma unroll
-                for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
-                store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                wg_bar_arrive(WS_BAR_P_A);
-                rescale_o(o, sc_lo, sc_hi);
-                wg_bar_sync(WS_BAR_P_B, 256);
-#pragma unroll
-                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                wg_fence();
-                wg_pv_ss(o, p_addr + 64 * 128, other_v);
-                wg_commit();
+                ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
                 if (j + 1 < pairs) {
 #if WS_FLAGS_SMEM
                     issue_s(j + 1, 0, true);
@@ -2837,13 +2864,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
                 wg_bar_sync(WS_BAR_MAX_A, 256);
-#if WS_SOFTMAX_FFMA
-                ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                                  alpha_lo, alpha_hi);
-#else
-                softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                                  alpha_lo, alpha_hi);
-#endif
+                ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
                 store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -3108,16 +3130,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;  // this thread's rows (heads) of the CTA's 64
     const float scale2 = sm_scale * LOG2E;
-    // bit 2 nt + e: column 8 nt + 2 t + e of this warpgroup's block of pair j holds a valid row
-    auto valid_bits = [&](int j) {
-        unsigned int v = 0;
-#pragma unroll
-        for (int c = 0; c < 16; ++c) {
-            const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
-            if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
-        }
-        return v;
-    };
+    auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
     // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
     // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
     // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
@@ -3169,27 +3182,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-#if WS_SOFTMAX_FFMA
-        ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
-#else
-        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
-#endif
+        ws_row_max(s, valid, scale2, mx_lo, mx_hi);
     };
-    // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
-    // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
     auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-        if (t == 0) {
-            max_s[at + r_lo] = m_lo;
-            max_s[at + r_hi] = m_hi;
-        }
-        wg_bar_arrive(bar);
-        rescale_o(o, alpha_lo, alpha_hi);
-        p_fragments(s, p);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-        wg_fence();
-        wg_pv_rs(o, p, v_addr);
-        wg_commit();
+        ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
     };
     mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
     if (half == 0) {
@@ -3206,43 +3202,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int j = 0; j < pairs; ++j) {
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
-#if WS_SOFTMAX_FFMA
-            ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#else
-            softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#endif
+            ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
             publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
             mbar_arrive(free_bar(0));  // K0L read for the last time
-
-            // the pair's max from warpgroup 1: P_A, O and l to it (scale 0 while this row saw nothing)
-            wg_bar_sync(WS_BAR_MAX_PAIR, 256);
-            const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
-#if WS_SOFTMAX_FFMA
-            const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
-            const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
-#else
-            const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
-            const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
-#endif
-            m_lo = pair_lo;
-            m_hi = pair_hi;
-            l_lo *= sc_lo;
-            l_hi *= sc_hi;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
-            store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
-            wg_bar_arrive(WS_BAR_P_A);
-            rescale_o(o, sc_lo, sc_hi);
-            wg_bar_sync(WS_BAR_P_B, 256);  // P_B stored
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_ss(o, p_addr + 64 * 128, other_v);
-            wg_commit();
+            ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
             if (j + 1 < pairs) {  // the next S_A under this P V
 #if WS_FLAGS_SMEM
                 issue_s(s, o, j + 1, 0, true);
@@ -3271,13 +3237,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
-#if WS_SOFTMAX_FFMA
-            ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                              alpha_lo, alpha_hi);
-#else
-            softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
-                              alpha_hi);
-#endif
+            ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                            alpha_lo, alpha_hi);
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
