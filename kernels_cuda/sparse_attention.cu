@@ -2646,6 +2646,43 @@ __device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float 
     wg_pv_ss(o, p_addr + 64 * 128, other_v);
     wg_commit();
 }
+// S of warpgroup half's block into s: the half its producer copy lands first, then the other (ready barriers
+// at bar_q + 8 + 8 h, free[K1L] at bar_q + 56). release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that
+// P V is done (the group before the first half's), K1L is freed before the second half's wait, so its refill is
+// not held by it. WS_FLAGS_SMEM: the flags of the block whose S is issued to flag_word, read after the first wait
+// (ready[K0L] for warpgroup 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on); the switches
+// are #if rather than constant conditions: with them off the kernel's text, and so its SASS, is the measured one
+__device__ __forceinline__ void ws_issue_s(float (&s)[32], float (&o)[128], unsigned int parity, int first,
+                                           bool release_k1l, int half, int t, unsigned int q_addr, unsigned int kv_addr,
+                                           unsigned int bar_q, unsigned int& flag_word, unsigned int flags_addr) {
+    const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+    mbar_wait(bar_q + 8 + 8 * (2 * half + first), parity);
+#if WS_FLAGS_SMEM
+    flag_word = ws_flag_word(flags_addr, half, t);
+#endif
+    // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
+    // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
+    if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_fence();
+    wg_s_half(s, q_addr, k_addr, 4 * first);
+    wg_commit();
+    if (release_k1l) {
+        wg_wait1();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        mbar_arrive(bar_q + 40 + 8 * 2);  // K1L read for the last time
+    }
+    mbar_wait(bar_q + 8 + 8 * (2 * half + (first ^ 1)), parity);
+    if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
+    wg_fence();
+    wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
+    wg_commit();
+}
 #if WS_PERSISTENT
 // WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
 // each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
@@ -2679,9 +2716,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
     const unsigned int q_free = bar_q + 72;
-#if WS_FLAGS_SMEM
-    const unsigned int flags_addr = bar_q + 80;
-#endif
+    const unsigned int flags_addr = bar_q + 80;  // (WS_FLAGS_SMEM)
     if (threadIdx.x == 0) {
         mbar_init(bar_q, 128);
         for (int h = 0; h < 4; ++h) {
@@ -2771,36 +2806,10 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int b = item % batch, hb = item / batch;
         const int* idx_row = indices + (long long)b * K;
         auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
-#if WS_FLAGS_SMEM
-        unsigned int flag_word = 0;
-#endif
-        // as the one-item kernel's, j the item's pair (the parity from g0 + j)
+        unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
+        // j the item's pair (the parity from g0 + j)
         auto issue_s = [&](int j, int first, bool release_k1l) {
-            const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
-            const unsigned int parity = (g0 + j) & 1;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) s[i] = 0.f;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-            mbar_wait(ready(2 * half + first), parity);
-#if WS_FLAGS_SMEM
-            flag_word = ws_flag_word(flags_addr, half, t);
-#endif
-            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_fence();
-            wg_s_half(s, q_addr, k_addr, 4 * first);
-            wg_commit();
-            if (release_k1l) {
-                wg_wait1();
-#pragma unroll
-                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                mbar_arrive(free_bar(2));
-            }
-            mbar_wait(ready(2 * half + (first ^ 1)), parity);
-            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_fence();
-            wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
-            wg_commit();
+            ws_issue_s(s, o, (g0 + j) & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
         };
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -3032,10 +3041,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
-#if WS_FLAGS_SMEM
-    // u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag writers'
-    // arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
+    // WS_FLAGS_SMEM: u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag
+    // writers' arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
     const unsigned int flags_addr = bar_q + 72;
+#if WS_FLAGS_SMEM
 #define WS_READY_COUNT(h) ((h) == 0 || (h) == 3 ? 136 : 128)
 #else
 #define WS_READY_COUNT(h) 128
@@ -3131,44 +3140,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;  // this thread's rows (heads) of the CTA's 64
     const float scale2 = sm_scale * LOG2E;
     auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
-    // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
-    // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
-    // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
-    // WS_FLAGS_SMEM: the flags of the block whose S is issued, read after the first wait (ready[K0L] for warpgroup
-    // 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on). The switches are #if rather than
-    // constant conditions: with them off the kernel's text, and so its SASS, is the measured one
-#if WS_FLAGS_SMEM
-    unsigned int flag_word = 0;
-#endif
+    unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
     auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
-        const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
-        const unsigned int parity = j & 1;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = 0.f;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-        mbar_wait(ready(2 * half + first), parity);
-#if WS_FLAGS_SMEM
-        flag_word = ws_flag_word(flags_addr, half, t);
-#endif
-        // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
-        // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
-        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        wg_fence();
-        wg_s_half(s, q_addr, k_addr, 4 * first);
-        wg_commit();
-        if (release_k1l) {
-            wg_wait1();
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            mbar_arrive(free_bar(2));  // K1L read for the last time
-        }
-        mbar_wait(ready(2 * half + (first ^ 1)), parity);
-        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
-        wg_fence();
-        wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
-        wg_commit();
+        ws_issue_s(s, o, j & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
     };
 
     float o[128];  // O[rows r_lo (r_hi), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
