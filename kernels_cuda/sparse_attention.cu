@@ -2683,6 +2683,17 @@ __device__ __forceinline__ void ws_issue_s(float (&s)[32], float (&o)[128], unsi
     wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
     wg_commit();
 }
+// the row sums of both warpgroups' blocks, added in the same order in both (named barrier WS_BAR_SUMS)
+__device__ __forceinline__ void ws_sum_both_halves(float* sum_s, int half, int r_lo, int r_hi, int t, float& l_lo,
+                                                   float& l_hi) {
+    if (t == 0) {
+        sum_s[half * 64 + r_lo] = l_lo;
+        sum_s[half * 64 + r_hi] = l_hi;
+    }
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
+    l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+}
 #if WS_PERSISTENT
 // WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
 // each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
@@ -2890,13 +2901,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 mbar_arrive(free_bar(1));
             }
         }
-        if (t == 0) {
-            sum_s[half * 64 + r_lo] = l_lo;
-            sum_s[half * 64 + r_hi] = l_hi;
-        }
-        wg_bar_sync(WS_BAR_SUMS, 256);  // both warpgroups' sums, and their last P V done: buffer 1 is free
-        l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
-        l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+        ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);  // and both last P V done: buffer 1 is free
         ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
                                          pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
     }
@@ -3229,14 +3234,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
     }
 
-    // the row sums of both warpgroups' blocks, added in the same order in both
-    if (t == 0) {
-        sum_s[half * 64 + r_lo] = l_lo;
-        sum_s[half * 64 + r_hi] = l_hi;
-    }
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
-    l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+    ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);
     if (SPLIT && cluster_ctas() == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
         ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
         return;
