@@ -2524,6 +2524,176 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
     }
 }
 #endif
+// The ws producer's pieces, shared by the one-item kernel and the persistent body.
+// ids of pair `pair` (blocks A, B: rows row0 + 16k of this thread; -1 past the list's n entries)
+__device__ __forceinline__ void ws_load_ids(int (&ids)[2][4], const int* idx_row, int n, int row0, int pair) {
+#pragma unroll
+    for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int i = pair * 128 + blk * 64 + row0 + 16 * k;
+            ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
+        }
+}
+// half r_half of block blk's rows in ids into buffer blk (this thread's unit of each chunk line, at dst0 + constants)
+__device__ __forceinline__ void ws_copy_half(const int (&ids)[2][4], int blk, int r_half, const unsigned char* kv_bytes,
+                                             int unit, unsigned int dst0, unsigned long long policy) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int idx = ids[blk][k];
+        const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
+        const unsigned int bytes = idx >= 0 ? 16u : 0u;  // a masked row: zeros, so it adds 0 * 0, never NaN
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
+                                   src + c * 128, bytes, policy);
+    }
+}
+#if WS_FLAGS_SMEM
+// block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so its reader has read the
+// last pair's: it read them before it freed that half) and published by a release arrival on that half's ready
+// barrier `bar`, which the reader waits on first
+__device__ __forceinline__ void ws_publish_flags(const int (&ids)[2][4], int blk, int lt, unsigned int flags_addr,
+                                                 unsigned int bar) {
+    unsigned int ballots[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
+    const int w = lt >> 5, l = lt & 31;
+    if (l < 2) {
+        const unsigned int word = ws_flag_part(ballots, w, l);
+        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
+                     "h"((unsigned short)word)
+                     : "memory");
+        mbar_arrive(bar);
+    }
+}
+#endif
+// The ws math warpgroups' pieces, shared by the one-item kernel and the persistent body.
+// bit 2 nt + e: column 8 nt + 2 t + e of warpgroup half's block of pair j holds a valid row
+__device__ __forceinline__ unsigned int ws_valid_bits(const int* idx_row, int n, int j, int half, int t) {
+    unsigned int v = 0;
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+        const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
+        if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
+    }
+    return v;
+}
+// a landed S scaled to base 2, masked, its row maxima
+__device__ __forceinline__ void ws_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo, float& mx_hi) {
+#if WS_SOFTMAX_FFMA
+    ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
+#else
+    masked_row_max(s, valid, scale2, mx_lo, mx_hi);
+#endif
+}
+// the online softmax step of S to the row maxima mx (P in s, the running m, l and O's factors alpha)
+__device__ __forceinline__ void ws_softmax_step(float (&s)[32], float scale2, float mx_lo, float mx_hi, float& m_lo,
+                                                float& m_hi, float& l_lo, float& l_hi, float& alpha_lo, float& alpha_hi) {
+#if WS_SOFTMAX_FFMA
+    ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#else
+    softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
+#endif
+}
+// after the softmax step: the running max to max_s[at ..] for the other warpgroup (named barrier `bar`, arrive
+// only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
+__device__ __forceinline__ void ws_publish_and_pv_own(float (&o)[128], const float (&s)[32], unsigned int (&p)[4][4],
+                                                      float* max_s, int at, int bar, float m_lo, float m_hi, int r_lo,
+                                                      int r_hi, int t, float alpha_lo, float alpha_hi, unsigned int v_addr) {
+    if (t == 0) {
+        max_s[at + r_lo] = m_lo;
+        max_s[at + r_hi] = m_hi;
+    }
+    wg_bar_arrive(bar);
+    rescale_o(o, alpha_lo, alpha_hi);
+    p_fragments(s, p);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+    wg_fence();
+    wg_pv_rs(o, p, v_addr);
+    wg_commit();
+}
+// warpgroup 0 after its own P V: the pair's max from warpgroup 1, P_A, O and l to it (scale 0 while this row saw
+// nothing), P_A stored for warpgroup 1 and O += P_B V_B,L (other_v) issued once P_B is stored
+__device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float (&s)[32], const float* max_s,
+                                                         unsigned char* p_s, unsigned int p_addr, unsigned int other_v,
+                                                         int r_lo, int r_hi, int g, int t, float& m_lo, float& m_hi,
+                                                         float& l_lo, float& l_hi) {
+    wg_bar_sync(WS_BAR_MAX_PAIR, 256);
+    const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
+#if WS_SOFTMAX_FFMA
+    const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
+    const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
+#else
+    const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
+    const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
+#endif
+    m_lo = pair_lo;
+    m_hi = pair_hi;
+    l_lo *= sc_lo;
+    l_hi *= sc_hi;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+    store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
+    wg_bar_arrive(WS_BAR_P_A);
+    rescale_o(o, sc_lo, sc_hi);
+    wg_bar_sync(WS_BAR_P_B, 256);  // P_B stored
+#pragma unroll
+    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+    wg_fence();
+    wg_pv_ss(o, p_addr + 64 * 128, other_v);
+    wg_commit();
+}
+// S of warpgroup half's block into s: the half its producer copy lands first, then the other (ready barriers
+// at bar_q + 8 + 8 h, free[K1L] at bar_q + 56). release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that
+// P V is done (the group before the first half's), K1L is freed before the second half's wait, so its refill is
+// not held by it. WS_FLAGS_SMEM: the flags of the block whose S is issued to flag_word, read after the first wait
+// (ready[K0L] for warpgroup 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on); the switches
+// are #if rather than constant conditions: with them off the kernel's text, and so its SASS, is the measured one
+__device__ __forceinline__ void ws_issue_s(float (&s)[32], float (&o)[128], unsigned int parity, int first,
+                                           bool release_k1l, int half, int t, unsigned int q_addr, unsigned int kv_addr,
+                                           unsigned int bar_q, unsigned int& flag_word, unsigned int flags_addr) {
+    const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
+    mbar_wait(bar_q + 8 + 8 * (2 * half + first), parity);
+#if WS_FLAGS_SMEM
+    flag_word = ws_flag_word(flags_addr, half, t);
+#endif
+    // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
+    // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
+    if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wg_fence();
+    wg_s_half(s, q_addr, k_addr, 4 * first);
+    wg_commit();
+    if (release_k1l) {
+        wg_wait1();
+#pragma unroll
+        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+        mbar_arrive(bar_q + 40 + 8 * 2);  // K1L read for the last time
+    }
+    mbar_wait(bar_q + 8 + 8 * (2 * half + (first ^ 1)), parity);
+    if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
+    wg_fence();
+    wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
+    wg_commit();
+}
+// the row sums of both warpgroups' blocks, added in the same order in both (named barrier WS_BAR_SUMS)
+__device__ __forceinline__ void ws_sum_both_halves(float* sum_s, int half, int r_lo, int r_hi, int t, float& l_lo,
+                                                   float& l_hi) {
+    if (t == 0) {
+        sum_s[half * 64 + r_lo] = l_lo;
+        sum_s[half * 64 + r_hi] = l_hi;
+    }
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
+    l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+}
 #if WS_PERSISTENT
 // WS_PERSISTENT (docs/attn-s11.md, (c)): the unsplit ws kernel as a persistent grid, at most one CTA an SM,
 // each looping over the (row, head block) items blockIdx.x, + gridDim.x, ... (item = head block * batch +
@@ -2557,9 +2727,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
     const unsigned int q_free = bar_q + 72;
-#if WS_FLAGS_SMEM
-    const unsigned int flags_addr = bar_q + 80;
-#endif
+    const unsigned int flags_addr = bar_q + 80;  // (WS_FLAGS_SMEM)
     if (threadIdx.x == 0) {
         mbar_init(bar_q, 128);
         for (int h = 0; h < 4; ++h) {
@@ -2602,15 +2770,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                     cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
                 cp_async_mbar_arrive(bar_q);
             }
-            auto load_ids = [&](int pair) {
-#pragma unroll
-                for (int blk = 0; blk < 2; ++blk)
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) {
-                        const int i = pair * 128 + blk * 64 + row0 + 16 * k;
-                        ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
-                    }
-            };
+            auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
             // half buffer h (2 buffer + R half) of the pair in ids, after its free wait; the flags of block
             // h / 2 with K0L / K1R (as in the one-item kernel). Called with constant h only (inlined, ids[h / 2]
             // stays in registers; a runtime h put ids on the stack)
@@ -2618,30 +2778,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 const int blk = h >> 1, r_half = h & 1;
                 mbar_wait(free_bar(h), parity);
 #if WS_FLAGS_SMEM
-                if (h == 0 || h == 3) {
-                    unsigned int ballots[4];
-#pragma unroll
-                    for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
-                    const int w = lt >> 5, l = lt & 31;
-                    if (l < 2) {
-                        const unsigned int word = ws_flag_part(ballots, w, l);
-                        asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
-                                     "h"((unsigned short)word)
-                                     : "memory");
-                        mbar_arrive(ready(h));
-                    }
-                }
+                if (h == 0 || h == 3) ws_publish_flags(ids, blk, lt, flags_addr, ready(h));
 #endif
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int idx = ids[blk][k];
-                    const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
-                    const unsigned int bytes = idx >= 0 ? 16u : 0u;
-#pragma unroll
-                    for (int c = 0; c < 4; ++c)
-                        cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
-                                               src + c * 128, bytes, policy);
-                }
+                ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy);
                 cp_async_mbar_arrive(ready(h));
             };
             load_ids(0);
@@ -2677,45 +2816,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
         const int b = item % batch, hb = item / batch;
         const int* idx_row = indices + (long long)b * K;
-        auto valid_bits = [&](int j) {
-            unsigned int v = 0;
-#pragma unroll
-            for (int c = 0; c < 16; ++c) {
-                const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
-                if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
-            }
-            return v;
-        };
-#if WS_FLAGS_SMEM
-        unsigned int flag_word = 0;
-#endif
-        // as the one-item kernel's, j the item's pair (the parity from g0 + j)
+        auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
+        unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
+        // j the item's pair (the parity from g0 + j)
         auto issue_s = [&](int j, int first, bool release_k1l) {
-            const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
-            const unsigned int parity = (g0 + j) & 1;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) s[i] = 0.f;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-            mbar_wait(ready(2 * half + first), parity);
-#if WS_FLAGS_SMEM
-            flag_word = ws_flag_word(flags_addr, half, t);
-#endif
-            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_fence();
-            wg_s_half(s, q_addr, k_addr, 4 * first);
-            wg_commit();
-            if (release_k1l) {
-                wg_wait1();
-#pragma unroll
-                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                mbar_arrive(free_bar(2));
-            }
-            mbar_wait(ready(2 * half + (first ^ 1)), parity);
-            if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            wg_fence();
-            wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
-            wg_commit();
+            ws_issue_s(s, o, (g0 + j) & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
         };
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -2726,25 +2831,10 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #pragma unroll
             for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
             if (last) mbar_arrive(q_free);
-#if WS_SOFTMAX_FFMA
-            ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
-#else
-            masked_row_max(s, valid, scale2, mx_lo, mx_hi);
-#endif
+            ws_row_max(s, valid, scale2, mx_lo, mx_hi);
         };
         auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-            if (t == 0) {
-                max_s[at + r_lo] = m_lo;
-                max_s[at + r_hi] = m_hi;
-            }
-            wg_bar_arrive(bar);
-            rescale_o(o, alpha_lo, alpha_hi);
-            p_fragments(s, p);
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_rs(o, p, v_addr);
-            wg_commit();
+            ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
         };
         mbar_wait(bar_q, it & 1);
         if (pairs == 0) mbar_arrive(q_free);  // no S reads this item's Q
@@ -2760,41 +2850,13 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             for (int j = 0; j < pairs; ++j) {
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
-#if WS_SOFTMAX_FFMA
-                ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#else
-                softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#endif
+                ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
                 publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
                 mbar_arrive(free_bar(0));
-                wg_bar_sync(WS_BAR_MAX_PAIR, 256);
-                const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
-#if WS_SOFTMAX_FFMA
-                const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
-                const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
-#else
-                const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
-                const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
-#endif
-                m_lo = pair_lo;
-                m_hi = pair_hi;
-                l_lo *= sc_lo;
-                l_hi *= sc_hi;
-#pragma unroll
-                for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
-                store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                wg_bar_arrive(WS_BAR_P_A);
-                rescale_o(o, sc_lo, sc_hi);
-                wg_bar_sync(WS_BAR_P_B, 256);
-#pragma unroll
-                for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                wg_fence();
-                wg_pv_ss(o, p_addr + 64 * 128, other_v);
-                wg_commit();
+                ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
                 if (j + 1 < pairs) {
 #if WS_FLAGS_SMEM
                     issue_s(j + 1, 0, true);
@@ -2822,13 +2884,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
                 wg_bar_sync(WS_BAR_MAX_A, 256);
-#if WS_SOFTMAX_FFMA
-                ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                                  alpha_lo, alpha_hi);
-#else
-                softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                                  alpha_lo, alpha_hi);
-#endif
+                ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                                alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
                 store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -2844,13 +2901,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 mbar_arrive(free_bar(1));
             }
         }
-        if (t == 0) {
-            sum_s[half * 64 + r_lo] = l_lo;
-            sum_s[half * 64 + r_hi] = l_hi;
-        }
-        wg_bar_sync(WS_BAR_SUMS, 256);  // both warpgroups' sums, and their last P V done: buffer 1 is free
-        l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
-        l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+        ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);  // and both last P V done: buffer 1 is free
         ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
                                          pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
     }
@@ -2995,10 +3046,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
     auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
     auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
-#if WS_FLAGS_SMEM
-    // u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag writers'
-    // arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
+    // WS_FLAGS_SMEM: u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag
+    // writers' arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
     const unsigned int flags_addr = bar_q + 72;
+#if WS_FLAGS_SMEM
 #define WS_READY_COUNT(h) ((h) == 0 || (h) == 3 ? 136 : 128)
 #else
 #define WS_READY_COUNT(h) 128
@@ -3050,44 +3101,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
-        auto load_ids = [&](int pair) {
-#pragma unroll
-            for (int blk = 0; blk < 2; ++blk)
-#pragma unroll
-                for (int k = 0; k < 4; ++k) {
-                    const int i = pair * 128 + blk * 64 + row0 + 16 * k;
-                    ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
-                }
-        };
-        auto copy_half = [&](int blk, int r_half) {
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int idx = ids[blk][k];
-                const unsigned char* src = kv_bytes + (long long)max(idx, 0) * DIM * 2 + (r_half * 32 + unit) * 16;
-                const unsigned int bytes = idx >= 0 ? 16u : 0u;  // a masked row: zeros, so it adds 0 * 0, never NaN
-#pragma unroll
-                for (int c = 0; c < 4; ++c)
-                    cp_async16_l2_256_fill(dst0 + blk * WG_MAT_BYTES + (r_half * 4 + c) * WG_CHUNK_BYTES(64) + k * 16 * 128,
-                                           src + c * 128, bytes, policy);
-            }
-        };
-        // WS_FLAGS_SMEM: block blk's flags of the pair in ids, written once its K0L (A) / K1R (B) is free (so
-        // its reader has read the last pair's: it read them before it freed that half) and published by a
-        // release arrival on that half's ready barrier, which the reader waits on first
+        auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
+        auto copy_half = [&](int blk, int r_half) { ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy); };
 #if WS_FLAGS_SMEM
-        auto publish_flags = [&](int blk, unsigned int bar) {
-            unsigned int ballots[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) ballots[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0);
-            const int w = lt >> 5, l = lt & 31;
-            if (l < 2) {
-                const unsigned int word = ws_flag_part(ballots, w, l);
-                asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(flags_addr + ((blk * 4 + 2 * (w & 1) + l) * 2 + (w >> 1)) * 2),
-                             "h"((unsigned short)word)
-                             : "memory");
-                mbar_arrive(bar);
-            }
-        };
+        auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, flags_addr, bar); };
 #endif
         load_ids(0);
         for (int j = 0; j < pairs; ++j) {
@@ -3127,54 +3144,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int r_lo = (warp & 3) * 16 + g, r_hi = r_lo + 8;  // this thread's rows (heads) of the CTA's 64
     const float scale2 = sm_scale * LOG2E;
-    // bit 2 nt + e: column 8 nt + 2 t + e of this warpgroup's block of pair j holds a valid row
-    auto valid_bits = [&](int j) {
-        unsigned int v = 0;
-#pragma unroll
-        for (int c = 0; c < 16; ++c) {
-            const int i = j * 128 + half * 64 + (c >> 1) * 8 + 2 * t + (c & 1);
-            if (i < n && __ldg(idx_row + i) >= 0) v |= 1u << c;
-        }
-        return v;
-    };
-    // S of this warpgroup's block of pair j into s: the half its producer copy lands first, then the other
-    // release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that P V is done (the group before
-    // the first half's), K1L is freed before the second half's wait, so its refill is not held by it
-    // WS_FLAGS_SMEM: the flags of the block whose S is issued, read after the first wait (ready[K0L] for warpgroup
-    // 0, ready[K1R] for warpgroup 1: the barriers the flag writers arrive on). The switches are #if rather than
-    // constant conditions: with them off the kernel's text, and so its SASS, is the measured one
-#if WS_FLAGS_SMEM
-    unsigned int flag_word = 0;
-#endif
+    auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
+    unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
     auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
-        const unsigned int k_addr = kv_addr + half * WG_MAT_BYTES;
-        const unsigned int parity = j & 1;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = 0.f;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-        mbar_wait(ready(2 * half + first), parity);
-#if WS_FLAGS_SMEM
-        flag_word = ws_flag_word(flags_addr, half, t);
-#endif
-        // the copies were generic-proxy writes (cp.async), wgmma reads through the async proxy;
-        // FlashMLA relies on the mbarrier alone (WS_READY_FENCE 0, opt-in until timed)
-        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        wg_fence();
-        wg_s_half(s, q_addr, k_addr, 4 * first);
-        wg_commit();
-        if (release_k1l) {
-            wg_wait1();
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            mbar_arrive(free_bar(2));  // K1L read for the last time
-        }
-        mbar_wait(ready(2 * half + (first ^ 1)), parity);
-        if (WS_READY_FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        // (NVRTC 13.0 injects this fence itself across the wait loop, C7519; 13.5 does not need it)
-        wg_fence();
-        wg_s_half(s, q_addr, k_addr, 4 * (first ^ 1));
-        wg_commit();
+        ws_issue_s(s, o, j & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
     };
 
     float o[128];  // O[rows r_lo (r_hi), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
@@ -3188,27 +3161,10 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         wg_wait0();
 #pragma unroll
         for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-#if WS_SOFTMAX_FFMA
-        ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
-#else
-        masked_row_max(s, valid, scale2, mx_lo, mx_hi);
-#endif
+        ws_row_max(s, valid, scale2, mx_lo, mx_hi);
     };
-    // after softmax_update: the running max to max_s[at ..] for the other warpgroup (named barrier
-    // `bar`, arrive only), O rescaled, O += P V of the own block's half at v_addr issued (P from registers)
     auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-        if (t == 0) {
-            max_s[at + r_lo] = m_lo;
-            max_s[at + r_hi] = m_hi;
-        }
-        wg_bar_arrive(bar);
-        rescale_o(o, alpha_lo, alpha_hi);
-        p_fragments(s, p);
-#pragma unroll
-        for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-        wg_fence();
-        wg_pv_rs(o, p, v_addr);
-        wg_commit();
+        ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
     };
     mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
     if (half == 0) {
@@ -3225,43 +3181,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int j = 0; j < pairs; ++j) {
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
-#if WS_SOFTMAX_FFMA
-            ws_softmax_update(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#else
-            softmax_update<8>(s, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
-#endif
+            ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
             publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
             mbar_arrive(free_bar(0));  // K0L read for the last time
-
-            // the pair's max from warpgroup 1: P_A, O and l to it (scale 0 while this row saw nothing)
-            wg_bar_sync(WS_BAR_MAX_PAIR, 256);
-            const float pair_lo = max_s[64 + r_lo], pair_hi = max_s[64 + r_hi];
-#if WS_SOFTMAX_FFMA
-            const float sc_lo = m_lo == -INFINITY ? 0.f : ws_ex2(m_lo - pair_lo);
-            const float sc_hi = m_hi == -INFINITY ? 0.f : ws_ex2(m_hi - pair_hi);
-#else
-            const float sc_lo = m_lo == -INFINITY ? 0.f : exp2f(m_lo - pair_lo);
-            const float sc_hi = m_hi == -INFINITY ? 0.f : exp2f(m_hi - pair_hi);
-#endif
-            m_lo = pair_lo;
-            m_hi = pair_hi;
-            l_lo *= sc_lo;
-            l_hi *= sc_hi;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
-            store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
-            wg_bar_arrive(WS_BAR_P_A);
-            rescale_o(o, sc_lo, sc_hi);
-            wg_bar_sync(WS_BAR_P_B, 256);  // P_B stored
-#pragma unroll
-            for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            wg_fence();
-            wg_pv_ss(o, p_addr + 64 * 128, other_v);
-            wg_commit();
+            ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
             if (j + 1 < pairs) {  // the next S_A under this P V
 #if WS_FLAGS_SMEM
                 issue_s(s, o, j + 1, 0, true);
@@ -3290,13 +3216,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
-#if WS_SOFTMAX_FFMA
-            ws_softmax_update(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
-                              alpha_lo, alpha_hi);
-#else
-            softmax_update<8>(s, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi, alpha_lo,
-                              alpha_hi);
-#endif
+            ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                            alpha_lo, alpha_hi);
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -3313,14 +3234,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         }
     }
 
-    // the row sums of both warpgroups' blocks, added in the same order in both
-    if (t == 0) {
-        sum_s[half * 64 + r_lo] = l_lo;
-        sum_s[half * 64 + r_hi] = l_hi;
-    }
-    wg_bar_sync(WS_BAR_SUMS, 256);
-    l_lo = sum_s[r_lo] + sum_s[64 + r_lo];
-    l_hi = sum_s[r_hi] + sum_s[64 + r_hi];
+    ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);
     if (SPLIT && cluster_ctas() == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
         ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
         return;
