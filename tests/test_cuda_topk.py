@@ -125,6 +125,24 @@ def threshold(hist, need):
     return int(b[0]), int(above[b[0]]), int(hist[b[0]])
 
 
+def cluster_bucket(hists, k):
+    """The cluster's threshold bin from its CTAs' coarse histograms: (bin, keys still to take from it, keys in it,
+    its key range lo, hi), or None where the bin holds more than CANDIDATES (the radix path)."""
+    b, above_total, inside = threshold(sum(hists), k)
+    if inside > CANDIDATES:
+        return None
+    return (b, k - above_total, inside, *coarse_bin_keys(b))
+
+
+def rank_candidates(out, candidates, k, remaining, inside):
+    """The model's last step: every slot above the bin written, the bin's candidates (slot -> (key, column)) in
+    their slots 0 .. inside - 1, the `remaining` largest of them (ties by column) written after."""
+    assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
+    for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
+        out[k - remaining + rank_of] = column
+    return out
+
+
 def kept_walk(words, lo, hi, kept):
     """wide_select's placing walk over one CTA's chunk buffer `words` (ranked path), line for line:
     thread t (threads in turn: the block scan's order) keeps its first `kept` groups' bits in its
@@ -175,11 +193,10 @@ def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
         words[shift:shift + m] = keys[begin:begin + m]
         hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)  # real keys only
         ctas.append((begin - shift, words, hist))
-    b, above_total, inside = threshold(sum(h for _, _, h in ctas), k)
-    if inside > CANDIDATES:
+    bucket = cluster_bucket([h for _, _, h in ctas], k)
+    if bucket is None:
         return None
-    remaining = k - above_total
-    lo, hi = coarse_bin_keys(b)
+    b, remaining, inside, lo, hi = bucket
     out = np.full(k, -1, np.int64)
     candidates = {}
     for rank, (column0, words, _) in enumerate(ctas):
@@ -205,10 +222,7 @@ def wide_model(row, n, k, cluster, phase, kernel_cluster=None):
         for slot, w in enumerate(inside_words, first_inside):
             assert slot not in candidates
             candidates[slot] = (int(words[w]), column0 + w)
-    assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
-    for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
-        out[k - remaining + rank_of] = column
-    return out
+    return rank_candidates(out, candidates, k, remaining, inside)
 
 
 @pytest.mark.parametrize("cluster, kernel_cluster", [(1, 1), (2, 2), (4, 4), (8, 8), (1, 8), (2, 8), (4, 8)],

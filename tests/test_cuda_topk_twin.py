@@ -9,8 +9,8 @@ import importlib
 import numpy as np
 import pytest
 
-from test_cuda_topk import (BINS, CANDIDATES, H200, MIXED, THREADS, coarse_bin, coarse_bin_keys, sortable_key,
-                            threshold, wide_model)
+from test_cuda_topk import (BINS, H200, MIXED, THREADS, cluster_bucket, coarse_bin, rank_candidates, sortable_key,
+                            wide_model)
 
 T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
 
@@ -161,11 +161,10 @@ def twin_model(row, n, k):
         max16 = words.reshape(groups, 4).max(axis=1) >> 16
         hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)
         ctas.append((begin, words, max16, hist, min(groups, chunk >> 2)))
-    b, above_total, inside = threshold(sum(c[3] for c in ctas), k)
-    if inside > CANDIDATES:
+    bucket = cluster_bucket([c[3] for c in ctas], k)
+    if bucket is None:
         return None
-    remaining = k - above_total
-    lo, hi = coarse_bin_keys(b)
+    b, remaining, inside, lo, hi = bucket
     out = np.full(k, -1, np.int64)
     candidates = {}
     for p, (begin, words, max16, hist, first) in enumerate(ctas):
@@ -189,10 +188,7 @@ def twin_model(row, n, k):
                         elif within[g, j]:
                             candidates[slot_inside] = (int(q[g, j]), begin + 4 * g + j)
                             slot_inside += 1
-    assert sorted(candidates) == list(range(inside)) and (out[:k - remaining] >= 0).all()
-    for rank_of, (_, column) in enumerate(sorted(candidates.values(), key=lambda c: (-c[0], c[1]))[:remaining]):
-        out[k - remaining + rank_of] = column
-    return out
+    return rank_candidates(out, candidates, k, remaining, inside)
 
 
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
