@@ -125,6 +125,18 @@ def threshold(hist, need):
     return int(b[0]), int(above[b[0]]), int(hist[b[0]])
 
 
+def model_row(rng, n, data):
+    """A row of n scores for the models: rng's normal values; `data` "ties": they repeat (steps of 1/40), a few at
+    the cut; "inf": 5 of them +inf and 50 -inf; anything else: as drawn."""
+    row = rng.standard_normal(n).astype(np.float32)
+    if data == "ties":
+        row = np.round(row * 40) / 40
+    if data == "inf":
+        row[rng.choice(n, 5, replace=False)] = np.inf
+        row[rng.choice(n, 50, replace=False)] = -np.inf
+    return row
+
+
 def cluster_bucket(hists, k):
     """The cluster's threshold bin from its CTAs' coarse histograms: (bin, keys still to take from it, keys in it,
     its key range lo, hi), or None where the bin holds more than CANDIDATES (the radix path)."""
@@ -241,12 +253,7 @@ def wide_model_writes_the_k_largest(rng, rows, data, cluster, kernel_cluster):
     lowest column first at equal keys; returns how many rows it wrote (None: not the model's case)."""
     ran = 0
     for n, k, phase in rows:
-        row = rng.standard_normal(n).astype(np.float32)
-        if data == "ties":
-            row = np.round(row * 40) / 40
-        if data == "inf":
-            row[rng.choice(n, 5, replace=False)] = np.inf
-            row[rng.choice(n, 50, replace=False)] = -np.inf
+        row = model_row(rng, n, data)
         out = wide_model(row, n, k, cluster, phase, kernel_cluster)
         if out is None:
             continue
@@ -356,12 +363,7 @@ def test_the_half_kernels_selection_is_the_k_largest_lowest_column_first(data):
     ran = 0
     for n, k, vecs in [(16384, 512, 4), (16384, 1024, 4), (16384, 2048, 4), (16001, 512, 4), (8192, 512, 2),
                        (5003, 1024, 2), (12289, 512, 4)]:
-        row = rng.standard_normal(n).astype(np.float32)
-        if data == "ties":
-            row = np.round(row * 40) / 40
-        if data == "inf":
-            row[rng.choice(n, 5, replace=False)] = np.inf
-            row[rng.choice(n, 50, replace=False)] = -np.inf
+        row = model_row(rng, n, data)
         if data == "zeros":  # +0 and -0 at the cut (relu-like scores), keys 0x80000000 and 0x7fffffff
             row = np.where(row > 0.3, row, np.where(rng.random(n) < 0.5, np.float32(0), np.float32(-0.0)))
             row = row.astype(np.float32)

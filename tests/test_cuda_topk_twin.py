@@ -9,8 +9,8 @@ import importlib
 import numpy as np
 import pytest
 
-from test_cuda_topk import (BINS, H200, MIXED, THREADS, cluster_bucket, coarse_bin, rank_candidates, sortable_key,
-                            wide_model)
+from test_cuda_topk import (BINS, H200, MIXED, THREADS, cluster_bucket, coarse_bin, model_row, rank_candidates,
+                            sortable_key, wide_model)
 
 T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
 
@@ -198,12 +198,7 @@ def test_twins_slots_are_wide8s_in_order(data):
     rng = np.random.default_rng(len(data))
     ran = 0
     for n, k in [(163841, 512), (200003, 1024), (262144, 512), (9001, 2048), (600, 512)]:
-        row = rng.standard_normal(n).astype(np.float32)
-        if data == "ties":
-            row = np.round(row * 40) / 40
-        if data == "inf":
-            row[rng.choice(n, 5, replace=False)] = np.inf
-            row[rng.choice(n, 50, replace=False)] = -np.inf
+        row = model_row(rng, n, data)
         got = twin_model(row, n, k)
         want = wide_model(row, n, k, 8, 0)
         assert (got is None) == (want is None), n
