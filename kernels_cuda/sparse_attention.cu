@@ -62,6 +62,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned int* r, const void* s
                  : "r"(addr));
 }
 
+// The denominator of out = O / d for a row of running max m and sum l (base 2) with the sink s: exp(s - m) joins
+// the sum; an empty row (l = 0, m = -inf) takes its exponent at m = 0
+__device__ __forceinline__ float sink_denominator(float l, float m, float s) {
+    return l + exp2f(s * LOG2E - (l > 0.f ? m : 0.f));
+}
+// the row's lse (natural log) from its running max m and sum l (base 2); -inf for an empty row
+__device__ __forceinline__ float lse_of(float l, float m) { return l > 0.f ? (m + log2f(l)) * LN2 : -INFINITY; }
+
 // bf16x2 bits of (lo, hi), round to nearest even
 __device__ __forceinline__ unsigned int pack_bf16(float lo, float hi) {
     unsigned int d;
@@ -250,8 +258,8 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
     // out = O / (l [+ exp(sink - m)]); a row with no valid index: out 0, lse -inf
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        if (row_lo) denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + g]);
+        if (row_hi) denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + g + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     unsigned short* out_lo = out + ((long long)b * heads + h0 + g) * DIM + warp * SLICE + 2 * t;
@@ -262,8 +270,8 @@ __global__ void __launch_bounds__(WARPS * 32) dsv4_sparse_attention(const unsign
         if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[j][2] * inv_hi, o[j][3] * inv_hi);
     }
     if (warp == 0 && t == 0) {
-        if (row_lo) lse[(long long)b * heads + h0 + g] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        if (row_hi) lse[(long long)b * heads + h0 + g + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        if (row_lo) lse[(long long)b * heads + h0 + g] = lse_of(l_lo, m_lo);
+        if (row_hi) lse[(long long)b * heads + h0 + g + 8] = lse_of(l_hi, m_hi);
     }
 }
 
@@ -458,16 +466,16 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
             if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[j][2] * inv_hi, o[j][3] * inv_hi);
         }
         if (half == 0 && t == 0) {
-            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+            if (row_lo) part_lse[prow] = lse_of(l_lo, m_lo);
+            if (row_hi) part_lse[prow + 8] = lse_of(l_hi, m_hi);
         }
         return;
     }
     // out = O / (l [+ exp(sink - m)]); a row with no valid index: out 0, lse -inf
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        if (row_lo) denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + g]);
+        if (row_hi) denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + g + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     unsigned short* out_lo = out + row * DIM + half * H64_HALF + 2 * t;
@@ -478,8 +486,8 @@ __global__ void __launch_bounds__(H64_WARPS * 32, 1)
         if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[j][2] * inv_hi, o[j][3] * inv_hi);
     }
     if (half == 0 && t == 0) {
-        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        if (row_lo) lse[row] = lse_of(l_lo, m_lo);
+        if (row_hi) lse[row + 8] = lse_of(l_hi, m_hi);
     }
 }
 
@@ -974,15 +982,15 @@ __device__ __forceinline__ void wg_epilogue(const float* o, float m_lo, float m_
             if (row_hi) *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
         }
         if (half == 0 && t == 0) {
-            if (row_lo) part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            if (row_hi) part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+            if (row_lo) part_lse[prow] = lse_of(l_lo, m_lo);
+            if (row_hi) part_lse[prow + 8] = lse_of(l_hi, m_hi);
         }
         return;
     }
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        if (row_lo) denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        if (row_hi) denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        if (row_lo) denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + g]);
+        if (row_hi) denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + g + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
@@ -993,8 +1001,8 @@ __device__ __forceinline__ void wg_epilogue(const float* o, float m_lo, float m_
         if (row_hi) *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
     }
     if (half == 0 && t == 0) {
-        if (row_lo) lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        if (row_hi) lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        if (row_lo) lse[row] = lse_of(l_lo, m_lo);
+        if (row_hi) lse[row + 8] = lse_of(l_hi, m_hi);
     }
 }
 
@@ -2157,15 +2165,15 @@ __global__ void __launch_bounds__(256, 1)
             *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
         }
         if (half == 0 && t == 0) {
-            part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+            part_lse[prow] = lse_of(l_lo, m_lo);
+            part_lse[prow + 8] = lse_of(l_hi, m_hi);
         }
         return;
     }
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        denom_lo = l_lo + exp2f(sink[h0 + g] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        denom_hi = l_hi + exp2f(sink[h0 + g + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + g]);
+        denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + g + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     unsigned short* out_lo = out + row * DIM + half * 256 + 2 * t;
@@ -2176,8 +2184,8 @@ __global__ void __launch_bounds__(256, 1)
         *reinterpret_cast<unsigned int*>(out_hi + j * 8) = pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
     }
     if (half == 0 && t == 0) {
-        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        lse[row] = lse_of(l_lo, m_lo);
+        lse[row + 8] = lse_of(l_hi, m_hi);
     }
 #else
     __trap();  // the Python side launches it only on sm_90a (Hopper); elsewhere the h64 kernel runs
@@ -2444,14 +2452,14 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
         const long long row = (long long)b * heads + h0 + r_lo;  // this thread's low head; high = +8
         float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
         if (HAS_SINK) {
-            denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-            denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+            denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + r_lo]);
+            denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + r_lo + 8]);
         }
         ws_stage_bf16(stage_addr, o, 1.f / denom_lo, 1.f / denom_hi);
         ws_bulk_store_rows(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
         if (half == 0 && t == 0) {
-            lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-            lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+            lse[row] = lse_of(l_lo, m_lo);
+            lse[row + 8] = lse_of(l_hi, m_hi);
         }
         return;
     }
@@ -2461,8 +2469,8 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
                        WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
         const long long prow = first + (long long)blockIdx.z * heads;
-        part_lse[prow] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        part_lse[prow + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        part_lse[prow] = lse_of(l_lo, m_lo);
+        part_lse[prow + 8] = lse_of(l_hi, m_hi);
     }
 }
 #if WS_PERSISTENT
@@ -2480,8 +2488,8 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
     const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = hb * 64;
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
     if (HAS_SINK) {
-        denom_lo = l_lo + exp2f(sink[h0 + r_lo] * LOG2E - (l_lo > 0.f ? m_lo : 0.f));
-        denom_hi = l_hi + exp2f(sink[h0 + r_lo + 8] * LOG2E - (l_hi > 0.f ? m_hi : 0.f));
+        denom_lo = sink_denominator(l_lo, m_lo, sink[h0 + r_lo]);
+        denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + r_lo + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
     {  // ws_stage_bf16's stmatrix.x4 stores at the rotated units
@@ -2519,8 +2527,8 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
     }
     if (half == 0 && t == 0) {
         const long long row = (long long)b * heads + h0 + r_lo;
-        lse[row] = l_lo > 0.f ? (m_lo + log2f(l_lo)) * LN2 : -INFINITY;
-        lse[row + 8] = l_hi > 0.f ? (m_hi + log2f(l_hi)) * LN2 : -INFINITY;
+        lse[row] = lse_of(l_lo, m_lo);
+        lse[row + 8] = lse_of(l_hi, m_hi);
     }
 }
 #endif
@@ -2925,13 +2933,9 @@ __device__ __forceinline__ unsigned int cluster_ctas() {  // 1 where the launch 
     asm("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
     return n;
 }
+// cluster_sync_all's barrier without .aligned: the producer warpgroup reaches it at its own place in the code
 __device__ __forceinline__ void ws_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ unsigned int cluster_address(unsigned int local_addr, unsigned int rank) {
-    unsigned int remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local_addr), "r"(rank));
-    return remote;
 }
 __device__ __forceinline__ void st_cluster_f32x2(unsigned int remote, float x, float y) {
     asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(x), "f"(y) : "memory");
@@ -2946,7 +2950,7 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
     const unsigned int stage_addr = (unsigned int)__cvta_generic_to_shared(stage);
     ws_cluster_sync();  // 1: both CTAs are done with Q and the buffers
     if (half != rank) {  // the half the peer merges: to its shared memory
-        const unsigned int peer = cluster_address(stage_addr, rank ^ 1);  // the window is linear: offsets carry over
+        const unsigned int peer = cluster_map(stage_addr, rank ^ 1);  // the window is linear: offsets carry over
         const unsigned int lo = peer + r_lo * WS_MERGE_PITCH + 8 * t, hi = lo + 8 * WS_MERGE_PITCH;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -2974,8 +2978,8 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
     const float sum_hi = __fadd_rn(__fmul_rn(l0_hi, w0_hi), __fmul_rn(l1_hi, w1_hi));
     float denom_lo = sum_lo > 0.f ? sum_lo : 1.f, denom_hi = sum_hi > 0.f ? sum_hi : 1.f;
     if (HAS_SINK) {
-        denom_lo = sum_lo + exp2f(sink[h0 + r_lo] * LOG2E - (sum_lo > 0.f ? mx_lo : 0.f));
-        denom_hi = sum_hi + exp2f(sink[h0 + r_hi] * LOG2E - (sum_hi > 0.f ? mx_hi : 0.f));
+        denom_lo = sink_denominator(sum_lo, mx_lo, sink[h0 + r_lo]);
+        denom_hi = sink_denominator(sum_hi, mx_hi, sink[h0 + r_hi]);
     }
     const float own_lo = rank ? w1_lo : w0_lo, other_lo = rank ? w0_lo : w1_lo;
     const float own_hi = rank ? w1_hi : w0_hi, other_hi = rank ? w0_hi : w1_hi;
@@ -3014,8 +3018,8 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
     }
     if (rank == 0 && t == 0) {
         const long long row = (long long)b * heads + h0 + r_lo;
-        lse[row] = sum_lo > 0.f ? (mx_lo + log2f(sum_lo)) * LN2 : -INFINITY;
-        lse[row + 8] = sum_hi > 0.f ? (mx_hi + log2f(sum_hi)) * LN2 : -INFINITY;
+        lse[row] = lse_of(sum_lo, mx_lo);
+        lse[row + 8] = lse_of(sum_hi, mx_hi);
     }
 }
 #endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
