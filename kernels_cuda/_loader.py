@@ -215,9 +215,9 @@ def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False, clust
         _opt_in_shared(fn, shared_mem)
     stream = torch.cuda.current_stream(device).cuda_stream
     with cupy.cuda.Device(_index(device)):
-        if cluster is not None or (pdl and _pdl_supported(_index(device))):
-            _launch_ex(fn.ptr, grid, block, values, shared_mem, stream, pdl and _pdl_supported(_index(device)),
-                       cluster)
+        pdl = pdl and _pdl_supported(_index(device))
+        if pdl or cluster is not None:
+            _launch_ex(fn.ptr, grid, block, values, shared_mem, stream, pdl, cluster)
         else:
             fn(tuple(grid), tuple(block), values, shared_mem=shared_mem, stream=cupy.cuda.ExternalStream(stream))
 

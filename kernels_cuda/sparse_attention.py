@@ -121,9 +121,9 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
-# the combine kernel: a warp a (row, head), COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials
-# loaded before their weights (one L2 round trip at 2 splits; 64 registers, so every CTA of a b64 H64 merge is
-# resident at once)
+# the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
+# COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
+# trip at 2 splits)
 COMBINE_HEADS, COMBINE_SPLITS = 8, 2
 DEFINES.update(COMBINE_HEADS=COMBINE_HEADS, COMBINE_SPLITS=COMBINE_SPLITS)
 # The ws kernel's L2 policy for its gathered rows (its kv_policy argument; kv_policy() picks it):
@@ -261,9 +261,10 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
     chunk = contract.cdiv(contract.cdiv(topk, splits), tile) * tile  # whole tiles; only the list's end is ragged
     splits = contract.cdiv(topk, chunk)
-    if merge_in_clusters and splits == 2:  # the two halves balanced to a block
+    cluster_merge = merge_in_clusters and splits == 2
+    if cluster_merge:  # the two halves balanced to a block
         chunk = contract.cdiv(contract.cdiv(topk, 2), WS_SPLIT_TILE) * WS_SPLIT_TILE
-    if splits > 1:
+    if splits > 1 and not cluster_merge:  # the partials the combine kernel merges
         part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
                                device=q.device)
         part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
@@ -272,7 +273,6 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     grid = (layout.batch, head_blocks, splits)
     if persistent_ctas and splits == 1:
         grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
-    cluster_merge = merge_in_clusters and splits == 2
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),

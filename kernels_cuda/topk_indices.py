@@ -163,8 +163,8 @@ LONG_MIN_COLUMNS = 131072
 # writes wide<8>'s bits on every row, so the planned call is bitwise the unplanned one (contract section 7).
 # Long: the CTAs of the rows past the solo bound are more than one an SM (64 x 262144: 512; the mixed bench
 # batch, 84, stays on wide<8>). `wide16`: wide16<8> where every row takes the same CTAs at both kernels'
-# bounds. `twin`: dsv4_topk_indices_twin<4> where every row is a copy or on all 8 of wide<8>'s CTAs (compiled
-# only under this setting). A call without a plan, or DSV4_TOPK_ROUTE=device, routes as before.
+# bounds. `twin`: dsv4_topk_indices_twin<4> where every row is a copy or on all 8 of wide<8>'s CTAs. A call
+# without a plan, or DSV4_TOPK_ROUTE=device, routes as before.
 LONG_PLAN_CHOICES = ("", "wide16", "twin")
 LONG_PLAN = os.environ.get("DSV4_TOPK_LONG_PLAN", "twin").replace("off", "")
 TWIN_KERNEL = "dsv4_topk_indices_twin<4>"
