@@ -2928,31 +2928,33 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
 }
 
 // ---------------------------------------------------------------------------------------------
-// DSV4_TOPK_LONG_PLAN=twin (opt-in; docs/topk-s11a.md): `dsv4_topk_indices_twin<4>`, wide<8>'s selection of
-// a row on a 4-CTA cluster, CTA p holding wide<8>'s chunks 2p and 2p + 1 back to back (65536 columns at
-// 262144), two CTAs an SM. 64 x 262144 is then 256 CTAs, all resident at once (64 clusters of 4 at two CTAs
-// an SM), half wide<8>'s per-CTA chains and no tail wave. The chunk is read once from global memory into
+// DSV4_TOPK_LONG_PLAN=twin (docs/topk-s11a.md, docs/topk-s12a.md): `dsv4_topk_indices_twin<4>`, wide<8>'s
+// selection of a row on a 4-CTA cluster, CTA p holding wide<8>'s chunks 2p and 2p + 1 back to back (65536 columns
+// at 262144), two CTAs an SM; `dsv4_topk_indices_twin<2>` the same on a 2-CTA cluster, CTA p holding chunks
+// 4p .. 4p + 3 (131072 columns), one CTA an SM. 64 x 262144 is then 256 (128) CTAs, half (a quarter of)
+// wide<8>'s per-CTA chains; 4-CTA clusters must sit in one GPC, so the H200 holds 62 of them at once (the
+// lead's ncu), 2-CTA clusters one a TPC: 66. The chunk is read once from global memory into
 // registers and counted; no key is kept in shared memory but one 16-bit word a group of four columns, the
 // high half of the group's largest key (`max16`, 2 bytes a 4 columns). The walks test it against the
 // bucket (a key >= lo has a high half >= lo >> 16, so max16 < lo >> 16 rules the group out, exactly for a
 // coarse bucket, whose lo has its low 17 bits clear, and conservatively for a narrowed one) and read the
 // few groups that pass again from global memory as full keys (wide16's chunk_keys4).
 // The same bits as wide<8> on the same row: the sums, threshold and bucket are the row's; each CTA counts
-// its two chunks apart (a thread's groups t + 1024 i of each) and places chunk 2p's keys above the bucket
-// before chunk 2p + 1's, each in wide<8>'s (thread, group, column) order, so its run is wide<8>'s CTAs 2p
-// and 2p + 1 back to back; the heavy ties' column-order walk is column order over the CTA's columns, the two
-// chunks in turn; the threshold-bin candidates are ranked by (key, column) whatever their slots. The host
+// its chunks apart (a thread's groups t + 1024 i of each) and places chunk c's keys above the bucket before
+// chunk c + 1's, each in wide<8>'s (thread, group, column) order, so its run is wide<8>'s CTAs of those chunks
+// back to back; the heavy ties' column-order walk is column order over the CTA's columns, its chunks in turn; the threshold-bin candidates are ranked by (key, column) whatever their slots. The host
 // routes it only from a plan whose rows are all copies or rows wide<8> splits over its 8 CTAs (the plan's
 // call then equals the unplanned call on wide<8> bitwise); rows 16-byte aligned.
 
 // The row a twin CTA selects (as Wide16Row: at 32 registers the row's pointers are made again from these)
+template <int CHUNKS>
 struct TwinRow {
     int b, n;                       // the row and its seq_len
     int begin, m;                   // this CTA's columns [begin, begin + m)
-    int split;                      // groups of wide<8>'s chunk 2p: chunk 2p + 1 starts at group `split`
+    int split;                      // groups of a wide<8> chunk: the CTA's chunk c starts at group c split
     unsigned int lo, hi;            // the bucket
     int inside, remaining;          // the row's keys in it, and how many of them are taken
-    unsigned int total0, total1;    // this CTA's packed counts (above | inside << 16) of chunks 2p and 2p + 1
+    unsigned int total[CHUNKS];     // this CTA's packed counts (above | inside << 16), a chunk each
 };
 
 // the largest of four keys' high halves
@@ -2981,12 +2983,16 @@ __device__ __forceinline__ void twin_count4(uint4 q, int g, unsigned short* max1
     }
 }
 
-// wide16_select with max16 words for the halves, on wide<8>'s chunks 2 rank() and 2 rank() + 1 (n > k)
+// wide16_select with max16 words for the halves, on wide<8>'s chunks CHUNKS rank() .. CHUNKS rank() + CHUNKS - 1
+// (CHUNKS = 8 / CLUSTER; n > k)
 template <int CLUSTER>
 __device__ __forceinline__ void twin_select(const float* __restrict__ logits, long long columns,
                                             int* __restrict__ out, const int* __restrict__ page_table,
                                             long long table_stride, int k, int page_size, int options,
-                                            WideShared<CLUSTER>& s, TwinRow& r, int n) {
+                                            WideShared<CLUSTER>& s, TwinRow<8 / CLUSTER>& r, int n) {
+    constexpr int CHUNKS = 8 / CLUSTER;  // wide<8>'s chunks a CTA
+    // float4 loads in flight a thread: 64 KB an SM at either residency (two CTAs of 1024 threads, or one)
+    constexpr int LOADS = CLUSTER == 4 ? 2 : 4;
     const bool fold = options & WIDE_FOLD;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: a group's max16, 2 bytes
     unsigned short* const max16 = reinterpret_cast<unsigned short*>(chunk_keys);
@@ -2995,9 +3001,9 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     const auto first_cta = []() { return 0; };                // its cluster rank
 
     const int groups = [&]() {
-        const int chunk = ((n + 2 * CLUSTER - 1) / (2 * CLUSTER) + 3) & ~3;  // wide<8>'s (cta_columns<8>)
-        const int begin = min(n, 2 * rank() * chunk);
-        const int m = min(n, begin + 2 * chunk) - begin;
+        const int chunk = ((n + 2 * 4 - 1) / (2 * 4) + 3) & ~3;  // wide<8>'s (cta_columns<8>)
+        const int begin = min(n, CHUNKS * rank() * chunk);
+        const int m = min(n, begin + CHUNKS * chunk) - begin;
         if (tid() == 0) {
             r.begin = begin;
             r.m = m;
@@ -3010,25 +3016,33 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     const auto out_row = [&]() { return out + (long long)fresh(r.b) * k; };
     const auto full_keys = [&](int g) { return chunk_keys4(src(), g, fresh(r.m)); };
     const auto passes = [&](int g, unsigned int lo) { return max16[g] >= lo >> 16; };  // (as wide16_select's)
-    // groups of chunk 2p: [0, first_groups()); of chunk 2p + 1: [first_groups(), groups)
-    const auto first_groups = [&]() { return min(groups, fresh(r.split)); };
+    // the groups of the CTA's chunk c (c a constant): [chunk_from(c), chunk_to(c)); the last ends at `groups`
+    const auto chunk_from = [&](int c) { return c == 0 ? 0 : min(groups, c * fresh(r.split)); };
+    const auto chunk_to = [&](int c) { return c == CHUNKS - 1 ? groups : min(groups, (c + 1) * fresh(r.split)); };
 
     __syncthreads();  // hist is zeroed; r.begin, r.m and r.split are written
     {
         const int m = fresh(r.m);
         prefetch_table(table_row(), fresh(r.begin), m, page_size);
-        // the only full read of the chunk: the whole groups two float4 in flight a thread, no bounds test
-        // a group, then the last group's columns before m (if m is not a multiple of 4), key 0 past them
+        // the only full read of the chunks: the whole groups LOADS float4 in flight a thread, no bounds test a
+        // group, then the few whole groups left, then the last group's columns before m (if m is not a multiple
+        // of 4), key 0 past them
         const float4* const from = reinterpret_cast<const float4*>(src());
         const unsigned int hist = (unsigned int)__cvta_generic_to_shared(&s.hist[2048]);  // twin_count4's
         const int whole = m >> 2;
         int g = tid();
-        for (; g + TOPK_THREADS < whole; g += 2 * TOPK_THREADS) {
-            const uint4 a = raw_bits(__ldg(from + g)), b = raw_bits(__ldg(from + g + TOPK_THREADS));
-            twin_count4(keys_of4(a), g, max16, hist);
-            twin_count4(keys_of4(b), g + TOPK_THREADS, max16, hist);
+        for (; g + (LOADS - 1) * TOPK_THREADS < whole; g += LOADS * TOPK_THREADS) {
+            uint4 raw[LOADS];
+#pragma unroll
+            for (int j = 0; j < LOADS; ++j) raw[j] = raw_bits(__ldg(from + g + j * TOPK_THREADS));
+#pragma unroll
+            for (int j = 0; j < LOADS; ++j) twin_count4(keys_of4(raw[j]), g + j * TOPK_THREADS, max16, hist);
         }
-        if (g < whole) twin_count4(keys_of4(raw_bits(__ldg(from + g))), g, max16, hist);
+#pragma unroll
+        for (int j = 0; j < LOADS - 1; ++j)
+            if (g + j * TOPK_THREADS < whole)
+                twin_count4(keys_of4(raw_bits(__ldg(from + g + j * TOPK_THREADS))), g + j * TOPK_THREADS, max16,
+                            hist);
         if (tid() == 0 && whole < groups) {
             const uint4 q = keys_before(chunk_raw4(reinterpret_cast<const float*>(from), whole, m), 4 * whole, m);
             max16[whole] = (unsigned short)max16_of4(q);
@@ -3055,7 +3069,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     if (from_hists) peer_hists_before(s.hist, s.warp_before, bin, rank, first_cta);
 
     // Counting walks, one a chunk (a thread's groups t + 1024 i of each, as wide<8>'s CTAs): packed counts,
-    // each scanned over the CTA (the second scan after wide_scan's barrier)
+    // each scanned over the CTA (each scan after the one before's barrier)
     const auto count_walk = [&](int from_group, int to_group) {
         const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
         unsigned int mine = 0u;
@@ -3063,28 +3077,45 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
             if (max16[g] >= lo_ >> 16) mine += classify4(full_keys(g), lo_, hi_);
         return mine;
     };
-    unsigned int total0, total1;
-    const unsigned int before0 = wide_scan(count_walk(0, first_groups()), s.warp_sums, &total0);
-    const unsigned int before1 = block_scan_packed(count_walk(first_groups(), groups), s.warp_sums, &total1);
+    unsigned int before[CHUNKS], total[CHUNKS];
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+        const unsigned int mine = count_walk(chunk_from(c), chunk_to(c));
+        before[c] = c < CHUNKS - 1 ? wide_scan(mine, s.warp_sums, &total[c])
+                                   : block_scan_packed(mine, s.warp_sums, &total[c]);
+    }
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
     if (tid() == 0) {
-        r.total0 = total0;
-        r.total1 = total1;
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) r.total[c] = total[c];
     }
-    __syncthreads();  // r.total0 and r.total1 are written; warp_sums may be written again
-    const int cta_above = (int)(fresh_u(r.total0) & 0xffffu) + (int)(fresh_u(r.total1) & 0xffffu);
+    __syncthreads();  // r.total is written; warp_sums may be written again
+    // a chunk's packed counts are < 2^16 each, the CTA's inside count not: summed by field
+    const auto above_before = [&](int c) {
+        int sum = 0;
+#pragma unroll
+        for (int d = 0; d < c; ++d) sum += (int)(fresh_u(r.total[d]) & 0xffffu);
+        return sum;
+    };
+    const auto inside_before = [&](int c) {
+        int sum = 0;
+#pragma unroll
+        for (int d = 0; d < c; ++d) sum += (int)(fresh_u(r.total[d]) >> 16);
+        return sum;
+    };
+    const int cta_above = above_before(CHUNKS);
     int first_above = 0, first_inside = 0;
     if (from_hists) firsts_from_hists(s.warp_before, first_above, first_inside);
     else {
         if (tid() == 0) {
             s.cta_counts[0] = cta_above;
-            s.cta_counts[1] = (int)(fresh_u(r.total0) >> 16) + (int)(fresh_u(r.total1) >> 16);
+            s.cta_counts[1] = inside_before(CHUNKS);
         }
         firsts_from_peers(s.cta_counts, s.s_first, rank, first_cta, first_above, first_inside);
     }
 
     if (ranked) {
-        // Placing walks in wide<8>'s order: chunk 2p's keys, then chunk 2p + 1's from the run's slot after them
+        // Placing walks in wide<8>'s order: chunk c's keys from the run's slot after chunks 0 .. c - 1's
         const auto candidate = [&](int slot, unsigned int e, int column) {
             store_peer2(&s.candidates[slot], 0, make_uint2(e, (unsigned int)column));
         };
@@ -3095,9 +3126,10 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
                 place4(full_keys(g), fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
             }
         };
-        place_walk(0, first_groups(), (int)(before0 & 0xffffu), first_inside + (int)(before0 >> 16));
-        place_walk(first_groups(), groups, (int)(fresh_u(r.total0) & 0xffffu) + (int)(before1 & 0xffffu),
-                   first_inside + (int)(fresh_u(r.total0) >> 16) + (int)(before1 >> 16));
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c)
+            place_walk(chunk_from(c), chunk_to(c), above_before(c) + (int)(before[c] & 0xffffu),
+                       first_inside + inside_before(c) + (int)(before[c] >> 16));
         cluster_arrive();
         __syncthreads();  // staging is complete
         write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);
@@ -3111,7 +3143,7 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         return;
     }
 
-    // Column-order placing walk (heavy ties) over the CTA's columns (its two chunks in turn), on full keys
+    // Column-order placing walk (heavy ties) over the CTA's columns (its chunks in turn), on full keys
     cluster_arrive();
     {
         const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
@@ -3126,16 +3158,16 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     cluster_wait();
 }
 
-// Two CTAs an SM: 32 registers a thread. Every row of the grid on one cluster (cluster y = row y): a copy
-// (rank 0) or twin_select.
+// twin<4>: two CTAs an SM, 32 registers a thread; twin<2>: one CTA an SM, up to 64. Every row of the grid on one
+// cluster (cluster y = row y): a copy (rank 0) or twin_select.
 template <int CLUSTER>
-__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
+__global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, CLUSTER == 4 ? 2 : 1)
     dsv4_topk_indices_twin(const float* logits, long long columns, const int* seq_lens, const int* page_table,
                            long long table_stride, int* out, int k, int page_size, int options) {
 #if __CUDA_ARCH__ >= 900
-    static_assert(CLUSTER == 4, "wide<8>'s chunks two a CTA");
+    static_assert(CLUSTER == 4 || CLUSTER == 2, "wide<8>'s chunks two or four a CTA");
     __shared__ WideShared<CLUSTER> s;
-    __shared__ TwinRow r;
+    __shared__ TwinRow<8 / CLUSTER> r;
     const int t = threadIdx.x;
     reinterpret_cast<int4*>(s.hist)[t] = make_int4(0, 0, 0, 0);
     pdl_wait();

@@ -24,9 +24,12 @@ and the places run longest first; long rows keep their cluster, so outputs are b
 device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B).
 DSV4_TOPK_LONG_PLAN (read at import; docs/topk-s11a.md): the plan also sends a long batch's wide<8> launch to
 `twin` (dsv4_topk_indices_twin<4>, the default) or `wide16` where that kernel writes wide<8>'s bits (long_plan);
-`off` keeps wide<8>."""
+`off` keeps wide<8>. DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size, `4` (the default),
+`2` (twin<2>: wide<8>'s chunks four a CTA, one CTA an SM) or `auto` (from the device's max active clusters)."""
 
+import ctypes
 import functools
+import math
 import os
 
 import torch
@@ -169,6 +172,13 @@ LONG_PLAN_CHOICES = ("", "wide16", "twin")
 LONG_PLAN = os.environ.get("DSV4_TOPK_LONG_PLAN", "twin").replace("off", "")
 TWIN_KERNEL = "dsv4_topk_indices_twin<4>"
 TWIN_CTAS_PER_SM = 2
+# DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size. A 4-CTA cluster must sit in one GPC,
+# so the H200 holds 62 of twin<4>'s at once (the lead's ncu: 64 x 262144 ran as 62 rows, then 2); twin<2> (wide<8>'s
+# chunks four a CTA, one CTA an SM: 2-CTA clusters, one a TPC) holds 66. `4` (default until measured), `2`, or
+# `auto`: the one with the fewer rounds at the device's max active clusters (cuOccupancyMaxActiveClusters), 4 at a tie.
+TWIN_CHOICES = ("4", "2", "auto")
+TWIN_KERNELS = {4: TWIN_KERNEL, 2: "dsv4_topk_indices_twin<2>"}
+TWIN_CTAS_PER_SM_OF = {4: TWIN_CTAS_PER_SM, 2: 1}
 SIGNATURES["dsv4_topk_indices_twin"] = SIGNATURES["dsv4_topk_indices_lean"]
 
 
@@ -389,17 +399,64 @@ def wide16_launch(batch, columns, aligned, sms, options, groups_bound):
     return (f"dsv4_topk_indices_wide16<{cluster}>", (cluster, batch), shared, pdl, (-1, WIDE16_CHUNK, options, None))
 
 
-def twin_launch(batch, columns, aligned, sms, options):
+def twin_launch(batch, columns, aligned, sms, options, cluster=4):
     """The twin launch that replaces a wide<8> launch of `options` for a plan's batch (long_plan), or None
-    where it does not apply (rows not 16-byte aligned, or wide<8>'s chunk past MAX_CHUNK): a 4-CTA cluster
-    a row, CTA p on wide<8>'s chunks 2p and 2p + 1, one 16-bit word a group of four of its columns in
-    shared memory (the group's largest key's high half)."""
+    where it does not apply (rows not 16-byte aligned, or wide<8>'s chunk past MAX_CHUNK): a `cluster`-CTA
+    cluster a row (4 or 2), CTA p on wide<8>'s chunks c p .. c p + c - 1 (c = 8 / cluster), one 16-bit word
+    a group of four of its columns in shared memory (the group's largest key's high half)."""
     chunk = chunk_columns(columns, 8)
     if not aligned or chunk > MAX_CHUNK:
         return None
-    shared = 2 * (2 * chunk // 4)  # 2 bytes a group of 4 columns, two chunks (chunk is a multiple of 4)
-    pdl = batch * 4 <= TWIN_CTAS_PER_SM * sms  # one round overlaps the kernel before (it waits before reading)
-    return TWIN_KERNEL, (4, batch), shared, pdl, (options & WIDE_FOLD,)
+    shared = 2 * (8 // cluster * chunk // 4)  # 2 bytes a group of 4 columns (chunk is a multiple of 4)
+    # one round overlaps the kernel before (it waits before reading)
+    pdl = batch * cluster <= TWIN_CTAS_PER_SM_OF[cluster] * sms
+    return TWIN_KERNELS[cluster], (cluster, batch), shared, pdl, (options & WIDE_FOLD,)
+
+
+def twin_cluster(batch, active, choice):
+    """twin's cluster size for `batch` rows: DSV4_TOPK_TWIN's `4` or `2`, or for `auto` the one whose rows take
+    the fewer rounds at `active` ({cluster: the device's max active clusters of that twin kernel}, 0 or None
+    where unknown), 4 at a tie (one round of 62 rows at 4 on the H200, one of 66 at 2: 63-66 rows take twin<2>;
+    more rows than both hold keep twin<4> unless twin<2> takes fewer rounds)."""
+    if choice not in TWIN_CHOICES:
+        raise ValueError(f"DSV4_TOPK_TWIN={choice!r}: one of {', '.join(TWIN_CHOICES)}")
+    if choice != "auto":
+        return int(choice)
+    rounds = {c: -(-batch // active[c]) if active.get(c) else math.inf for c in TWIN_KERNELS}
+    return 2 if rounds[2] < rounds[4] else 4
+
+
+def twin_run(batch, columns, aligned, sms, options, choice, active):
+    """The twin launch for a plan's batch at DSV4_TOPK_TWIN's `choice` (twin_cluster), or None (twin_launch);
+    active(kernel, shared): the device's max active clusters of that kernel at that dynamic shared memory, asked
+    only for `auto`."""
+    runs = {c: twin_launch(batch, columns, aligned, sms, options, c) for c in TWIN_KERNELS}
+    if runs[4] is None:
+        return None
+    counts = {c: active(run[0], run[2]) for c, run in runs.items()} if choice == "auto" else {}
+    return runs[twin_cluster(batch, counts, choice)]
+
+
+@functools.lru_cache(maxsize=None)
+def _max_active_clusters(kernel, shared, device_index):
+    """cuOccupancyMaxActiveClusters of a twin kernel (its cluster size compiled in) at `shared` bytes of dynamic
+    shared memory, after the opt-in and carveout its launches get; 0 where the driver does not answer. Once per
+    (kernel, shared memory, device)."""
+    import cupy
+    device = torch.device("cuda", device_index)
+    _opt_in(kernel, shared, device)
+    _two_per_sm(kernel, device)
+    fn = _loader.kernel("topk_indices.cu", kernel, device)
+    cluster = next(c for c, name in TWIN_KERNELS.items() if name == kernel)
+    lib = _loader._libcuda()
+    query = lib.cuOccupancyMaxActiveClusters
+    query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_loader._LaunchConfig)]
+    config = _loader._LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(THREADS, 1, 1), shared,
+                                   None, None, 0)  # the cluster's size from the kernel's __cluster_dims__
+    count = ctypes.c_int(0)
+    with cupy.cuda.Device(device_index):
+        err = query(ctypes.byref(count), ctypes.c_void_p(fn.ptr), ctypes.byref(config))
+    return 0 if err else count.value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,13 +602,15 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         sms, clusters = _device(device_index)
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
         route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
-        runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route)
+        runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route,
+                             lambda kernel, shared: _max_active_clusters(kernel, shared, device_index))
         runs = _planned(runs, plan, sms, logits.device, route)
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
             if shared:
                 _opt_in(kernel, shared, logits.device)
-            if kernel in ("dsv4_topk_indices_wide1", TWIN_KERNEL) or kernel.startswith("dsv4_topk_indices_wide16<"):
+            if kernel in ("dsv4_topk_indices_wide1", *TWIN_KERNELS.values()) or kernel.startswith(
+                    "dsv4_topk_indices_wide16<"):
                 _two_per_sm(kernel, logits.device)
             if kernel in ("dsv4_topk_indices_lean<16>", "dsv4_topk_indices_lean_regs<16, 1>"):
                 _non_portable(kernel, logits.device)
@@ -579,11 +638,12 @@ def _planned(runs, plan, sms, device, route):
     return [(kernel, (cluster, places), shared, pdl, (*extra[:3], plan["work"]))]
 
 
-def _long_planned(runs, plan, batch, columns, aligned, sms, route):
+def _long_planned(runs, plan, batch, columns, aligned, sms, route, active=None, env=os.environ):
     """The call's launches with the plan's long-batch kernel (long_plan) in place of its wide<8> launch, where
     the plan chose one and the call's launch is the one it was chosen for (the same skip bound, solo bound
     and options: then every row takes the CTAs the plan checked); the kernel's own launch (wide16_launch,
-    twin_launch) may still decline the call's shape. route: DSV4_TOPK_ROUTE (`device`: as without a plan)."""
+    twin_run at DSV4_TOPK_TWIN of `env`) may still decline the call's shape. route: DSV4_TOPK_ROUTE (`device`:
+    as without a plan); active: twin_run's (asked only at DSV4_TOPK_TWIN=auto)."""
     long = None if plan is None or route == "device" else plan.data.get("long")
     if long is None or len(runs) != 1:
         return runs
@@ -592,5 +652,5 @@ def _long_planned(runs, plan, batch, columns, aligned, sms, route):
         return runs
     options = extra[2]
     run = (wide16_launch(batch, columns, aligned, sms, options, 0) if long[0] == "wide16"
-           else twin_launch(batch, columns, aligned, sms, options))
+           else twin_run(batch, columns, aligned, sms, options, env.get("DSV4_TOPK_TWIN", "4"), active))
     return runs if run is None else [run]

@@ -1,8 +1,9 @@
 """The plan's routing of long batches (DSV4_TOPK_LONG_PLAN: twin<4> by default, wide<8>'s chunks two
-a CTA on 4-CTA clusters), docs/topk-s11a.md: which batches the plan routes and which it leaves, that a
-planned call swaps only the launch the plan was made for, that twin compiles to what the host counts on,
-the numpy model of twin's slots against wide<8>'s, and on the GPU the routed kernel's bits against the
-unplanned call's."""
+a CTA on 4-CTA clusters; DSV4_TOPK_TWIN=2: twin<2>, four a CTA on 2-CTA clusters), docs/topk-s11a.md and
+docs/topk-s12a.md: which batches the plan routes and which it leaves, that a planned call swaps only the
+launch the plan was made for, twin's cluster size from the device's max active clusters, that twin compiles
+to what the host counts on, the numpy model of twin's slots against wide<8>'s, and on the GPU the routed
+kernel's bits against the unplanned call's."""
 
 import importlib
 
@@ -101,31 +102,90 @@ def test_a_planned_call_swaps_only_the_launch_its_plan_was_made_for():
         assert T._long_planned(unaligned, plan, 64, 262144, False, H200[0], "plan") == unaligned
 
 
-def test_twin_fits_two_ctas_an_sm_at_the_widest_rows():
-    (_, grid, shared, _, _) = T.twin_launch(64, 262144, True, H200[0], T.WIDE_FOLD)
-    static = T.wide_static_shared(4) + 48  # WideShared<4> and the TwinRow
-    assert T.TWIN_CTAS_PER_SM * (shared + static + 1024) <= 228 * 1024  # (1 KB an SM's CTA reserves)
-    # 64 clusters of 4 at two CTAs an SM: 256 CTAs of the 264 the SMs hold (GPCs hold whole TPCs)
-    assert grid[0] * grid[1] <= T.TWIN_CTAS_PER_SM * H200[0]
-    assert T.twin_launch(64, 262144, False, H200[0], T.WIDE_FOLD) is None
-    assert T.twin_launch(64, 8 * T.MAX_CHUNK + 4, True, H200[0], T.WIDE_FOLD) is None
+TWIN_ROW = {4: 48, 2: 64}  # sizeof(TwinRow<8 / cluster>) as ptxas counts it after WideShared (rounded to 16)
+
+
+@pytest.mark.parametrize("cluster", [4, 2])
+def test_twin_fits_its_ctas_an_sm_at_the_widest_rows(cluster):
+    for columns in (262144, 8 * T.MAX_CHUNK):
+        (kernel, grid, shared, pdl, _) = T.twin_launch(64, columns, True, H200[0], T.WIDE_FOLD, cluster)
+        assert kernel == T.TWIN_KERNELS[cluster] and grid == (cluster, 64)
+        assert shared == 2 * (8 // cluster) * T.chunk_columns(columns, 8) // 4  # 2 bytes a group of 4 columns
+        static = T.wide_static_shared(cluster) + TWIN_ROW[cluster]
+        per_sm = T.TWIN_CTAS_PER_SM_OF[cluster]
+        assert per_sm * (shared + static + 1024) <= 228 * 1024  # (1 KB an SM's CTA reserves)
+        # 64 rows: 256 CTAs of the 264 two an SM hold, or 128 of 132 at one an SM: one round, PDL
+        assert grid[0] * grid[1] <= per_sm * H200[0] and pdl
+    assert T.twin_launch(64, 262144, True, H200[0], T.WIDE_FOLD, 2)[2] == 65536  # four chunks of 32768 columns
+    # more CTAs than the SMs hold: no PDL (it would hold SMs waiting for the kernel before)
+    assert not T.twin_launch(67, 262144, True, H200[0], T.WIDE_FOLD, 2)[3]
+    assert T.twin_launch(66, 262144, True, H200[0], T.WIDE_FOLD, 4)[3]
+    for cluster in (4, 2):
+        assert T.twin_launch(64, 262144, False, H200[0], T.WIDE_FOLD, cluster) is None
+        assert T.twin_launch(64, 8 * T.MAX_CHUNK + 4, True, H200[0], T.WIDE_FOLD, cluster) is None
+
+
+def test_twins_cluster_size_takes_the_fewest_rounds_of_the_devices_active_clusters():
+    h200 = {4: 62, 2: 66}  # the lead's ncu: 62 active 4-CTA clusters; 2-CTA clusters one a TPC
+    for batch, want in [(17, 4), (62, 4), (63, 2), (64, 2), (66, 2), (67, 4), (124, 4), (125, 2), (132, 2),
+                        (133, 4), (186, 4), (256, 2)]:
+        assert T.twin_cluster(batch, h200, "auto") == want, batch
+    assert T.twin_cluster(64, {4: 64, 2: 66}, "auto") == 4  # all rows in one round of 4-CTA clusters
+    assert T.twin_cluster(64, {4: 0, 2: 66}, "auto") == 2  # the driver did not answer for twin<4>
+    assert T.twin_cluster(64, {4: 62, 2: 0}, "auto") == 4
+    assert T.twin_cluster(64, {4: None, 2: None}, "auto") == 4
+    for choice in ("4", "2"):
+        assert T.twin_cluster(64, {}, choice) == int(choice)  # fixed: no counts needed
+    with pytest.raises(ValueError, match="DSV4_TOPK_TWIN"):
+        T.twin_cluster(64, h200, "8")
+
+
+def test_a_planned_call_takes_the_twin_of_dsv4_topk_twin():
+    runs = T.launches(64, 262144, True, *H200)
+    plan = _Plan(T.long_plan(LONG, 512, *H200, choice="twin"))
+    asked = []
+
+    def h200(kernel, shared):
+        asked.append((kernel, shared))
+        return {T.TWIN_KERNELS[4]: 62, T.TWIN_KERNELS[2]: 66}[kernel]
+
+    def never(kernel, shared):
+        raise AssertionError("asked the device's active clusters for a fixed cluster size")
+
+    for env, active, kernel in [({}, never, T.TWIN_KERNELS[4]), ({"DSV4_TOPK_TWIN": "4"}, never, T.TWIN_KERNELS[4]),
+                                ({"DSV4_TOPK_TWIN": "2"}, never, T.TWIN_KERNELS[2]),
+                                ({"DSV4_TOPK_TWIN": "auto"}, h200, T.TWIN_KERNELS[2])]:
+        (run,) = T._long_planned(runs, plan, 64, 262144, True, H200[0], "plan", active, env)
+        cluster = 2 if kernel == T.TWIN_KERNELS[2] else 4
+        assert run == T.twin_launch(64, 262144, True, H200[0], T.WIDE_FOLD, cluster), env
+    # auto asked each kernel at the shared memory its launch takes
+    assert sorted(asked) == sorted((T.TWIN_KERNELS[c], T.twin_launch(64, 262144, True, H200[0], 0, c)[2])
+                                   for c in (4, 2))
+    # 62 rows fit one round of twin<4>
+    (run,) = T._long_planned(T.launches(62, 262144, True, *H200), _Plan(T.long_plan([262144] * 62, 512, *H200,
+                             choice="twin")), 62, 262144, True, H200[0], "plan", h200, {"DSV4_TOPK_TWIN": "auto"})
+    assert run[0] == T.TWIN_KERNELS[4]
 
 
 def test_the_default_compiles_and_routes_as_before():
     from kernels_cuda import _loader
-    assert T.TWIN_KERNEL in _loader.KERNELS["topk_indices.cu"]
+    assert all(kernel in _loader.KERNELS["topk_indices.cu"] for kernel in T.TWIN_KERNELS.values())
     assert T.LONG_PLAN in T.LONG_PLAN_CHOICES
 
 
-def test_twin_compiles_to_two_ctas_an_sm(monkeypatch):
-    # 32 registers (2 x 1024 x 32 = the register file), no spill, the static shared memory the host counts
+def test_twin_compiles_to_its_ctas_an_sm(monkeypatch):
+    # twin<4>: 32 registers (2 x 1024 x 32 = the register file); twin<2>: at most 64 (one CTA an SM); no spill;
+    # the static shared memory the host counts
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
-    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", [T.TWIN_KERNEL])
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", list(T.TWIN_KERNELS.values()))
     _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
-    res = build.resources(log, lowered)[T.TWIN_KERNEL]
-    assert res["registers"] <= 32 and res["spill_stores"] == 0 and res["stack"] == 0, res
-    assert res["smem"] == T.wide_static_shared(4) + 48
+    found = build.resources(log, lowered)
+    for cluster, kernel in T.TWIN_KERNELS.items():
+        res = found[kernel]
+        assert res["registers"] <= 65536 // (1024 * T.TWIN_CTAS_PER_SM_OF[cluster]), res
+        assert res["spill_stores"] == 0 and res["stack"] == 0, res
+        assert res["smem"] == T.wide_static_shared(cluster) + TWIN_ROW[cluster]
 
 
 def test_twins_histogram_address_is_the_coarse_bins():
@@ -142,32 +202,37 @@ def test_twins_histogram_address_is_the_coarse_bins():
             assert np.array_equal(address, base + 4 * coarse_bin(key.astype(np.uint32)).astype(np.uint64))
 
 
-def twin_model(row, n, k):
-    """twin_select's ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s chunks
-    2p and 2p + 1 back to back, its keys counted, one max16 word a group (key 0 past n); the bucket from the
-    summed histograms; each chunk's counting walk over the thread's groups t + 1024 i of that chunk (the
-    groups whose max16 passes, classified on full keys), one packed scan a chunk; the placing walks from
-    the peers' histograms' runs (the fold), chunk 2p's slots before chunk 2p + 1's. The raw columns by slot,
-    or None where the threshold bin holds more than FAST_CANDIDATES keys (the radix path, not modelled)."""
+def twin_model(row, n, k, cluster=4):
+    """twin_select<cluster>'s ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s
+    chunks c p .. c p + c - 1 back to back (c = 8 / cluster), its keys counted, one max16 word a group (key 0
+    past n); the bucket from the summed histograms; each chunk's counting walk over the thread's groups
+    t + 1024 i of that chunk (the groups whose max16 passes, classified on full keys), one packed scan a chunk;
+    the placing walks from the peers' histograms' runs (the fold), a chunk's slots after the CTA's chunks
+    before it. The raw columns by slot, or None where the threshold bin holds more than FAST_CANDIDATES keys
+    (the radix path, not modelled)."""
     keys = sortable_key(row[:n])
     chunk = (-(-n // 8) + 3) & ~3  # wide<8>'s
+    chunks = 8 // cluster
     ctas = []
-    for p in range(4):
-        begin = min(n, 2 * p * chunk)
-        m = min(n, begin + 2 * chunk) - begin
+    for p in range(cluster):
+        begin = min(n, chunks * p * chunk)
+        m = min(n, begin + chunks * chunk) - begin
         groups = (m + 3) >> 2
         words = np.zeros(4 * groups, np.uint32)
         words[:m] = keys[begin:begin + m]
         max16 = words.reshape(groups, 4).max(axis=1) >> 16
         hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)
-        ctas.append((begin, words, max16, hist, min(groups, chunk >> 2)))
+        split = chunk >> 2  # the kernel's chunk_from / chunk_to: chunk c's groups, the last to the end
+        ranges = [(0 if c == 0 else min(groups, c * split), groups if c == chunks - 1 else min(groups, (c + 1) * split))
+                  for c in range(chunks)]
+        ctas.append((begin, words, max16, hist, ranges))
     bucket = cluster_bucket([c[3] for c in ctas], k)
     if bucket is None:
         return None
     b, remaining, inside, lo, hi = bucket
     out = np.full(k, -1, np.int64)
     candidates = {}
-    for p, (begin, words, max16, hist, first) in enumerate(ctas):
+    for p, (begin, words, max16, hist, ranges) in enumerate(ctas):
         first_above = sum(int(c[3][b + 1:].sum()) for c in ctas[:p])
         first_inside = sum(int(c[3][b]) for c in ctas[:p])
         q = words.reshape(-1, 4).astype(np.int64)
@@ -176,7 +241,7 @@ def twin_model(row, n, k):
         above = (q > hi) & passes[:, None]
         within = (q != 0) & (q >= lo) & (q <= hi) & passes[:, None]
         slot_above, slot_inside = 0, first_inside
-        for from_group, to_group in ((0, first), (first, len(q))):
+        for from_group, to_group in ranges:
             # thread t's groups from_group + t + 1024 i, in thread order (the block scan's), then group, column
             for t in range(THREADS):
                 for g in range(from_group + t, to_group, THREADS):
@@ -194,24 +259,26 @@ def twin_model(row, n, k):
 @pytest.mark.parametrize("data", ["normal", "ties", "inf"])
 def test_twins_slots_are_wide8s_in_order(data):
     # the rows of a twin batch: past 163840 (all 8 of wide<8>'s CTAs), and short ones (empty or partial
-    # CTAs: the model, as the kernel, takes any n > k); n not a multiple of 4 ends in a partial group
+    # CTAs and chunks: the model, as the kernel, takes any n > k); n not a multiple of 4 ends in a partial group
     rng = np.random.default_rng(len(data))
     ran = 0
     for n, k in [(163841, 512), (200003, 1024), (262144, 512), (9001, 2048), (600, 512)]:
         row = model_row(rng, n, data)
-        got = twin_model(row, n, k)
         want = wide_model(row, n, k, 8, 0)
-        assert (got is None) == (want is None), n
-        if got is not None:
-            ran += 1
-            assert np.array_equal(got, want), (n, k)
-    assert ran >= 3
+        for cluster in (4, 2):
+            got = twin_model(row, n, k, cluster)
+            assert (got is None) == (want is None), (n, cluster)
+            if got is not None:
+                ran += 1
+                assert np.array_equal(got, want), (n, k, cluster)
+    assert ran >= 6
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(T.LONG_PLAN == "", reason="DSV4_TOPK_LONG_PLAN=off (read at import): nothing routed")
+@pytest.mark.parametrize("twin", ["4", "2"])
 @pytest.mark.parametrize("variant", ["normal", "ties", "equal", "neg_inf", "k2048"])
-def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
+def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant, twin):
     # A long batch (24 rows past 163840 and copies: 8 x 24 = 192 CTAs of wide<8>), planned: the plan's kernel
     # (DSV4_TOPK_LONG_PLAN) against the unplanned call's wide<8>, bitwise: the ranked path, the heavy ties'
     # radix and column-order walk (few distinct values, all equal), -inf inside rows, garbage past seq_len;
@@ -220,6 +287,7 @@ def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
 
     from harness import comparators, inputs
     from kernels_torch.topk_indices import topk_indices as torch_topk
+    monkeypatch.setenv("DSV4_TOPK_TWIN", twin)  # (read at each call; wide16 ignores it)
     k = 2048 if variant == "k2048" else 512
     lens = [262144, 262143, 262141, 262140, 250001, 200001, 200000, 163841] * 3 + [k, 7, 0]
     options = {"ties": dict(distinct=3), "equal": dict(distinct=1), "neg_inf": dict(neg_inf_inside=100000)}
@@ -231,7 +299,7 @@ def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
     sms, _ = T._device(torch.cuda.current_device())
     runs = T._long_planned(T.launches(len(lens), 262144, True, *T._device(torch.cuda.current_device())), plan,
                            len(lens), 262144, True, sms, "plan")
-    assert runs[0][0] == (T.TWIN_KERNEL if T.LONG_PLAN == "twin" else "dsv4_topk_indices_wide16<8>")
+    assert runs[0][0] == (T.TWIN_KERNELS[int(twin)] if T.LONG_PLAN == "twin" else "dsv4_topk_indices_wide16<8>")
     got = x.call(T.topk_indices, k=k, plan=plan)
     assert torch.equal(x.call(T.topk_indices, k=k, plan=plan), got)  # reruns
     assert torch.equal(x.call(T.topk_indices, k=k), got)  # wide<8>'s bits (no plan)
@@ -240,3 +308,21 @@ def test_the_plans_long_kernel_writes_wide8s_bits(monkeypatch, variant):
     report = comparators.topk_indices({"indices": got}, {"indices": x.call(torch_topk, k=k)}, logits=logits,
                                       seq_lens=seq_lens, page_table=page_table, k=k, page_size=64)
     assert report.ok, report
+
+
+@pytest.mark.gpu
+def test_the_devices_active_twin_clusters_pick_the_fewest_rounds():
+    # the driver's max active clusters of each twin kernel at 262144 columns: at most what the SMs hold (two CTAs
+    # an SM at 4, one at 2), at least one cluster; 2-CTA clusters one a TPC on every TPC (a GPC holds whole TPCs:
+    # docs/topk-s12a.md's premise); 64 rows take twin<2> exactly where twin<4> needs two rounds
+    import torch
+    device = torch.cuda.current_device()
+    sms, _ = T._device(device)
+    active = {}
+    for cluster, kernel in T.TWIN_KERNELS.items():
+        shared = T.twin_launch(64, 262144, True, sms, T.WIDE_FOLD, cluster)[2]
+        active[cluster] = T._max_active_clusters(kernel, shared, device)
+        assert 1 <= active[cluster] <= T.TWIN_CTAS_PER_SM_OF[cluster] * sms // cluster, active
+    assert active[2] == sms // 2, active
+    if sms >= 128:  # all 64 rows in one round of twin<2>
+        assert (T.twin_cluster(64, active, "auto") == 2) == (active[4] < 64), active
