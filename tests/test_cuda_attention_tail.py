@@ -181,3 +181,67 @@ def test_no_tail_split_without_the_switch_or_where_it_does_not_pay(monkeypatch):
         # one ws launch and no combine: no tail (16 rows on 8 CTAs) / 5 tail items on 8 CTAs (8 // 5 = 1 split)
         assert [e.split("<")[0] for e, _, _, _ in launched] == ["dsv4_sparse_attention_ws"], (tail, batch)
         assert launched[0][3][10] >= launched[0][3][8]  # chunk >= K: the kernel keeps its items whole
+
+
+# On a Hopper GPU only (skipped elsewhere, CI included): the switch is compile-time, so each build runs in its own
+# process. Shapes that run unsplit (plans.attention_splits) as a persistent grid with a tail on 132 SMs: 140 rows H64
+# K640 (8 tail items x 5 splits), 136 rows H128 K1152 (8 x 9, the last head block), 172 rows H64 K640 (40 x 3
+# splits of 256, 256, 128 rows).
+GPU_CASES = {"csa-h64": dict(batch=140, heads=64, ratio=4, topk=512),
+             "csa-h128": dict(batch=136, heads=128, ratio=4, topk=1024),
+             "csa-h64-wide": dict(batch=172, heads=64, ratio=4, topk=512)}
+GPU_SCRIPT = r"""
+import sys, torch
+from harness import inputs
+import kernels_cuda, references
+saved = {}
+for name, case in CASES.items():
+    far = (1 << 20) - 1 if case["ratio"] == 128 else 60000
+    x = inputs.attention_inputs(positions=[far - 97 * b for b in range(case["batch"])], heads=case["heads"],
+                                ratio=case["ratio"], topk=case["topk"], seed=11, device="cuda")
+    first, second = x.call(kernels_cuda.sparse_attention), x.call(kernels_cuda.sparse_attention)
+    ref = x.call(references.sparse_attention) if sys.argv[2] == "ref" else (None, None)
+    saved[name] = [t.cpu() if t is not None else None for t in (*first, *second, *ref)]
+torch.save(saved, sys.argv[1])
+"""
+
+
+def _gpu_hopper():
+    import torch
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
+
+
+@pytest.mark.skipif(not _gpu_hopper(), reason="needs a Hopper GPU (the ws kernel, sm_90a)")
+def test_on_the_gpu_tail_rows_match_the_reference_and_the_rest_keep_their_bits(tmp_path):
+    import subprocess
+    import sys
+
+    import torch
+
+    from harness import plans
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = {}
+    for tail in ("none", "split"):
+        path = tmp_path / f"{tail}.pt"
+        env = {**os.environ, "DSV4_ATTENTION_TAIL": tail, "PYTHONPATH": root}
+        script = f"CASES = {GPU_CASES!r}\n{GPU_SCRIPT}"
+        subprocess.run([sys.executable, "-c", script, str(path), "ref" if tail == "split" else "-"], env=env, cwd=root,
+                       check=True)
+        runs[tail] = torch.load(path)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for name, case in GPU_CASES.items():
+        out, lse, out2, lse2, ref_out, ref_lse = runs["split"][name]
+        base_out, base_lse = runs["none"][name][:2]
+        assert torch.equal(out, out2) and torch.equal(lse, lse2), name  # deterministic
+        ref = ref_out.double()
+        assert ((out.double() - ref).abs() <= 1e-2 * ref.abs().clamp(min=1)).all(), name
+        close = (lse.double() - ref_lse.double()).abs() <= 1e-3
+        assert torch.where(ref_lse.isinf(), lse == ref_lse, close).all(), name
+        head_blocks = case["heads"] // 64
+        items = case["batch"] * head_blocks
+        tail = items % min(items, sms)
+        assert plans.attention_splits(items, case["topk"] + 128, sms) == 1, name  # the persistent grid
+        assert A.tail_split(case["batch"], head_blocks, min(items, sms), case["topk"] + 128, A.WG2_PAIR)[1] > 1, name
+        whole = torch.ones(out.shape[:2], dtype=torch.bool)
+        whole[case["batch"] - tail:, (head_blocks - 1) * 64:] = False  # the tail items, merged by the combine
+        assert torch.equal(out[whole], base_out[whole]) and torch.equal(lse[whole], base_lse[whole]), name
