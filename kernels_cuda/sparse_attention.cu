@@ -2549,27 +2549,36 @@ __device__ __forceinline__ WsPiece ws_piece(int w, int full, int splits, int n, 
     return {full + p / splits, k0, min(n - k0, chunk), split};
 }
 // a split piece's epilogue: O / l (fp32) and the split's lse to the partials of tail item `tail_item` (row
-// (tail_item x splits + split) x heads + head, the layout the combine kernel reads), stored from registers (128 KB
-// once a CTA: no staging buffer, so buffer 1 is not written), then, after both warpgroups' sums are read (the
-// barrier the bf16 epilogue takes too), K1L / K1R freed as that epilogue's copying lanes free them (count 32
-// from lane 0 of each math warp) where free_addr is not 0
+// (tail_item x splits + split) x heads + head, the layout the combine kernel reads). The CTA's last piece (every
+// split piece where the host keeps pieces <= grid) stages the 64 rows at `stage` (Q and the buffers: no copy
+// or wgmma uses them any more, nothing is prefetched) and stores them by bulk copies, as the one-item kernel's
+// split epilogue; otherwise they go from registers (buffer 1 not written), then, after both warpgroups' sums
+// are read (the barrier the bf16 epilogue takes too), K1L / K1R are freed as that epilogue's copying lanes free
+// them (count 32 from lane 0 of each math warp) where free_addr is not 0
 __device__ __forceinline__ void ws_tail_partial(const float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
                                                 int tail_item, int split, int splits, int hb, float* part_out,
-                                                float* part_lse, int heads, unsigned int free_addr) {
+                                                float* part_lse, int heads, unsigned char* stage, bool last,
+                                                unsigned int free_addr) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
     const int r_lo = (warp & 3) * 16 + (lane >> 2);
-    const long long prow = ((long long)tail_item * splits + split) * heads + hb * 64 + r_lo;
+    const long long prow0 = ((long long)tail_item * splits + split) * heads + hb * 64, prow = prow0 + r_lo;
     const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    if (half == 0 && t == 0) {
+        part_lse[prow] = lse_of(l_lo, m_lo);
+        part_lse[prow + 8] = lse_of(l_hi, m_hi);
+    }
+    if (last) {
+        ws_stage_f32(stage, o, inv_lo, inv_hi);
+        ws_bulk_store_rows(part_out + prow0 * DIM, (unsigned int)__cvta_generic_to_shared(stage), WS_STAGE_F32_PITCH,
+                           DIM * 4);
+        return;
+    }
     float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
     float* p_hi = p_lo + 8 * DIM;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
         *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
         *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
-    }
-    if (half == 0 && t == 0) {
-        part_lse[prow] = lse_of(l_lo, m_lo);
-        part_lse[prow + 8] = lse_of(l_hi, m_hi);
     }
     wg_bar_sync(WS_BAR_SUMS, 256);
     if (lane == 0 && free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(free_addr) : "memory");
@@ -2980,7 +2989,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         g0 += pairs;
         if (piece.split >= 0) {  // a tail item's split: its partial, merged by the combine kernel after the grid
             ws_tail_partial(o, m_lo, m_hi, l_lo, l_hi, item - full, piece.split, tail_splits, hb, part_out, part_lse,
-                            heads, pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+                            heads, smem, w + (int)gridDim.x >= work, pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
             continue;
         }
 #endif

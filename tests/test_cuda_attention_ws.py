@@ -181,8 +181,9 @@ def math(wg, pairs, flags=False, items=None, partials=()):
     """items: as producer's. Per item: Q waited with the item's parity, q_free arrived once this warpgroup's
     last S is done; the last pair's K1L (warpgroup 0) / K1R (warpgroup 1) freed only after the epilogue
     staged O in buffer 1 and its bulk copies read it (the staged rows 0..31 lie in K1L, 32..63 in K1R).
-    partials: the items that are WS_TAIL_SPLIT's split pieces (ws_tail_partial: O stored from registers, the
-    sums barrier, then K1L / K1R freed; buffer 1 not staged)."""
+    partials: the items that are WS_TAIL_SPLIT's split pieces (ws_tail_partial): the CTA's last one stages O in Q
+    and the buffers (no frees: nothing follows), any other stores it from registers, takes the sums barrier, then
+    frees K1L / K1R (buffer 1 not staged)."""
     def issue_s(g, i, first, release_k1l):
         own = [f"K{wg}L", f"K{wg}R"]
         yield ("mwait", f"ready{2 * wg + first}", g & 1)
@@ -243,7 +244,11 @@ def math(wg, pairs, flags=False, items=None, partials=()):
                 yield ("wait_groups", 0)
                 yield ("marrive", "free1")
         yield ("bsync", "SUMS")
-        if i in partials:  # ws_tail_partial: register stores, the sums barrier, then the half freed
+        if i in partials and i == len(items) - 1:  # ws_tail_partial's staged path (Q and buffer 0, then K1L)
+            yield ("stage", ["Q", "K0L", "K0R", "K1L"], ("part", i))
+            yield ("bsync", "SUMS")
+            yield ("bulk_read", "Q" if wg == 0 else "K0R", ("part", i))
+        elif i in partials:  # ws_tail_partial's register stores, the sums barrier, then the half freed
             yield ("bsync", "SUMS")
             yield ("marrive", "free2" if wg == 0 else "free3")
         elif persistent:  # the epilogue: O staged in buffer 1, a barrier, the bulk copies, then buffer 1 freed
@@ -427,6 +432,8 @@ def test_persistent_handshakes_hold_with_tail_split_pieces(items, partials):
         for i in range(len(items)):
             staged = sorted((w, b) for w, b, blk in reads if blk == ("out", i))
             assert staged == ([] if i in partials else [(0, "K1L"), (1, "K1R")]), (i, staged)
+            parts = sorted((w, b) for w, b, blk in reads if blk == ("part", i))
+            assert parts == ([(0, "Q"), (1, "K0R")] if i in partials and i == len(items) - 1 else []), (i, parts)
 
 
 def test_persistent_model_fails_when_buffer_1_is_freed_before_the_epilogue():
