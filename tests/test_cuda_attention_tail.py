@@ -61,6 +61,8 @@ def test_pieces_cover_every_index_row_of_every_item_once_within_the_grid(batch, 
     # the split pieces: all in the last round, at most one a CTA, each of whole `rows` blocks but the list's end
     assert len(split_pieces) == tail * splits <= grid
     assert {p[1] for p in split_pieces} == {full // grid} and len({p[0] for p in split_pieces}) == len(split_pieces)
+    # so each is its CTA's last piece (w + grid >= work): ws_tail_partial's staged path, no frees needed after it
+    assert all(rnd * grid + cta + grid >= len(pieces) for cta, rnd, *_ in split_pieces)
     assert all(k0 % rows == 0 and k0 % chunk == 0 and 0 < n <= chunk for _, _, _, k0, n, _ in split_pieces)
     # their items are the last `tail` rows of the last head block (where the combine's launch writes)
     assert sorted({p[2] for p in split_pieces}) == list(range(full, items))
