@@ -279,8 +279,10 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
     after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
     WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
-    batch x head-block items. merge_in_clusters (ws, unless DSV4_ATTENTION_MERGE=kernel): a launch of exactly 2
-    splits runs as 2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
+    batch x head-block items; under WS_TAIL_SPLIT the items past its last full round run as splits (tail_split)
+    whose partials the combine kernel merges after it. merge_in_clusters (ws, unless DSV4_ATTENTION_MERGE=kernel):
+    a launch of exactly 2 splits runs as 2-CTA clusters that merge the splits themselves (no partials, no combine
+    kernel)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
