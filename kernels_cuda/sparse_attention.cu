@@ -15,7 +15,8 @@
 // DIM, TILE, WARPS, KV_STRIDE and the other kernels' tile, stage and buffer counts (H64_WARPS, STAGES,
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
-// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT come
+// H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
+// WS_TAIL_SPLIT come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -28,6 +29,8 @@ static_assert(WS_EPILOGUE_SMEM == 0 || WS_EPILOGUE_SMEM == 1, "ws: O through sha
 static_assert(WS_FLAGS_SMEM == 0 || WS_FLAGS_SMEM == 1, "ws: the valid-row flags from the producer, or from the index list");
 static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and ex2.approx.ftz, or by exp2f");
 static_assert(WS_PERSISTENT == 0 || WS_PERSISTENT == 1, "ws: unsplit launches as a persistent grid over the items, or not");
+static_assert(WS_TAIL_SPLIT == 0 || (WS_TAIL_SPLIT == 1 && WS_PERSISTENT == 1),
+              "ws: the persistent grid's last-round items split (docs/attn-s12a.md), or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2531,6 +2534,56 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
         lse[row + 8] = lse_of(l_hi, m_hi);
     }
 }
+#if WS_TAIL_SPLIT
+// WS_TAIL_SPLIT (docs/attn-s12a.md): the persistent grid's work pieces. The items of the last full round and
+// before (w < full = items - items % gridDim.x) run whole as without it; each item past them (the tail: fewer
+// than the grid, the last rows of the last head block) is cut into `splits` splits of `chunk` index rows, piece
+// full + tail item x splits + split, so the last round runs about one split's time instead of one item's.
+// split -1: a whole item.
+struct WsPiece {
+    int item, k0, n, split;
+};
+__device__ __forceinline__ WsPiece ws_piece(int w, int full, int splits, int n, int chunk) {
+    if (w < full || splits == 1) return {w, 0, n, -1};
+    const int p = w - full, split = p % splits, k0 = split * chunk;
+    return {full + p / splits, k0, min(n - k0, chunk), split};
+}
+// a split piece's epilogue: O / l (fp32) and the split's lse to the partials of tail item `tail_item` (row
+// (tail_item x splits + split) x heads + head, the layout the combine kernel reads). The CTA's last piece (every
+// split piece where the host keeps pieces <= grid) stages the 64 rows at `stage` (Q and the buffers: no copy
+// or wgmma uses them any more, nothing is prefetched) and stores them by bulk copies, as the one-item kernel's
+// split epilogue; otherwise they go from registers (buffer 1 not written), then, after both warpgroups' sums
+// are read (the barrier the bf16 epilogue takes too), K1L / K1R are freed as that epilogue's copying lanes free
+// them (count 32 from lane 0 of each math warp) where free_addr is not 0
+__device__ __forceinline__ void ws_tail_partial(const float (&o)[128], float m_lo, float m_hi, float l_lo, float l_hi,
+                                                int tail_item, int split, int splits, int hb, float* part_out,
+                                                float* part_lse, int heads, unsigned char* stage, bool last,
+                                                unsigned int free_addr) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
+    const int r_lo = (warp & 3) * 16 + (lane >> 2);
+    const long long prow0 = ((long long)tail_item * splits + split) * heads + hb * 64, prow = prow0 + r_lo;
+    const float inv_lo = l_lo > 0.f ? 1.f / l_lo : 0.f, inv_hi = l_hi > 0.f ? 1.f / l_hi : 0.f;
+    if (half == 0 && t == 0) {
+        part_lse[prow] = lse_of(l_lo, m_lo);
+        part_lse[prow + 8] = lse_of(l_hi, m_hi);
+    }
+    if (last) {
+        ws_stage_f32(stage, o, inv_lo, inv_hi);
+        ws_bulk_store_rows(part_out + prow0 * DIM, (unsigned int)__cvta_generic_to_shared(stage), WS_STAGE_F32_PITCH,
+                           DIM * 4);
+        return;
+    }
+    float* p_lo = part_out + prow * DIM + half * 256 + 2 * t;
+    float* p_hi = p_lo + 8 * DIM;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        *reinterpret_cast<float2*>(p_lo + j * 8) = make_float2(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo);
+        *reinterpret_cast<float2*>(p_hi + j * 8) = make_float2(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi);
+    }
+    wg_bar_sync(WS_BAR_SUMS, 256);
+    if (lane == 0 && free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(free_addr) : "memory");
+}
+#endif
 #endif
 // The ws producer's pieces, shared by the one-item kernel and the persistent body.
 // ids of pair `pair` (blocks A, B: rows row0 + 16k of this thread; -1 past the list's n entries)
@@ -2719,8 +2772,9 @@ __device__ __forceinline__ void ws_sum_both_halves(float* sum_s, int half, int r
 // Shared memory: the kernel's, then q_free (8 bytes) and the flags (WS_FLAGS_SMEM) after the 9 mbarriers.
 template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
-                                              const float* sink, unsigned short* out, float* lse, int K, int heads,
-                                              float sm_scale, int batch, int kv_policy) {
+                                              const float* sink, unsigned short* out, float* lse, float* part_out,
+                                              float* part_lse, int K, int heads, int chunk, float sm_scale, int batch,
+                                              int kv_policy) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     unsigned char* q_s = smem;                                     // [64 heads] swizzled
@@ -2750,6 +2804,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 
     const int items = batch * (heads / 64);
     const int n = max(K, 0);  // unsplit: every item's list is the whole row
+#if WS_TAIL_SPLIT
+    // the tail items' splits (ws_piece): chunk >= n (the host's choice where no split pays) leaves them whole
+    const int full = items - items % gridDim.x, tail_splits = chunk > 0 && chunk < n ? (n + chunk - 1) / chunk : 1;
+    const int work = full + (items - full) * tail_splits;
+#endif
     const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
     auto pair_count = [&]() {
         int m = n;
@@ -2766,9 +2825,17 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];
         int g = 0, it = 0;  // global pair count, this CTA's item count
+#if WS_TAIL_SPLIT
+        for (int w = blockIdx.x; w < work; w += gridDim.x, ++it) {
+            const WsPiece piece = ws_piece(w, full, tail_splits, n, chunk);
+            const int item = piece.item, b = item % batch, hb = item / batch;
+            const int* idx_row = indices + (long long)b * K + piece.k0;
+            const int n = piece.n, pairs = (n + 127) / 128;  // this piece's (a split's, or the item's)
+#else
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
             const int b = item % batch, hb = item / batch;
             const int* idx_row = indices + (long long)b * K;
+#endif
             if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
             {
                 const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
@@ -2821,9 +2888,17 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     float s[32];
     unsigned int p[4][4];
     int g0 = 0, it = 0;  // the item's first global pair, this CTA's item count
+#if WS_TAIL_SPLIT
+    for (int w = blockIdx.x; w < work; w += gridDim.x, ++it) {
+        const WsPiece piece = ws_piece(w, full, tail_splits, n, chunk);
+        const int item = piece.item, b = item % batch, hb = item / batch;
+        const int* idx_row = indices + (long long)b * K + piece.k0;
+        const int n = piece.n, pairs = (n + 127) / 128;  // as the producer's
+#else
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
         const int b = item % batch, hb = item / batch;
         const int* idx_row = indices + (long long)b * K;
+#endif
         auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
         unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
         // j the item's pair (the parity from g0 + j)
@@ -2910,6 +2985,14 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             }
         }
         ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);  // and both last P V done: buffer 1 is free
+#if WS_TAIL_SPLIT
+        g0 += pairs;
+        if (piece.split >= 0) {  // a tail item's split: its partial, merged by the combine kernel after the grid
+            ws_tail_partial(o, m_lo, m_hi, l_lo, l_hi, item - full, piece.split, tail_splits, hb, part_out, part_lse,
+                            heads, smem, w + (int)gridDim.x >= work, pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+            continue;
+        }
+#endif
         ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
                                          pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
     }
@@ -3032,7 +3115,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #if WG_AVAILABLE
 #if WS_PERSISTENT
     if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
-        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, K, heads, sm_scale, batch, kv_policy);
+        ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, part_out, part_lse, K, heads, chunk, sm_scale, batch,
+                                kv_policy);
         return;
     }
 #endif

@@ -68,6 +68,14 @@ WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs
 WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "smem") != "loads"
 WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "ffma") != "exp2f"
 WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "1") != "0"
+# ws, persistent (docs/attn-s12a.md; off until timed): DSV4_ATTENTION_TAIL=split cuts the items past the grid's last
+# full round (prefill 4096 H64: 4 items after 31 x 132) into splits of one pair of 64-row blocks each, their fp32
+# partials merged by the combine kernel after the grid, so the last round takes one pair's time, not one item's;
+# split64: splits of one 64-row block (the A/B of the pair's size); none (default): whole items
+WS_TAIL = os.environ.get("DSV4_ATTENTION_TAIL", "none")
+if WS_TAIL not in ("none", "split", "split64"):
+    raise ValueError(f"DSV4_ATTENTION_TAIL={WS_TAIL!r}: one of none, split, split64")
+WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -120,7 +128,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
-           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
+           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
+           "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT)}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
@@ -237,6 +246,22 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     return out, lse
 
 
+def tail_split(batch, head_blocks, grid, topk, rows):
+    """(chunk, splits) of the persistent ws grid's tail items under WS_TAIL_SPLIT: the items past its last full
+    round (items % grid of them, item = head block x batch + row) cut into splits of whole `rows` (WG2_PAIR, or
+    WS_SPLIT_TILE for split64), at most grid // tail of them so that every split runs in the last round
+    (pieces <= grid). (topk, 1), whole items, where there is no tail, a split would not shorten it (decode b256:
+    124 tail items on 132 CTAs), or the tail is not the last rows of one head block (the combine's launch covers
+    those; it always is for H <= 128, tail < grid)."""
+    items = batch * head_blocks
+    tail = items % grid
+    splits = min(contract.cdiv(topk, rows), grid // tail) if tail and tail <= batch else 1
+    if splits <= 1:
+        return topk, 1
+    chunk = contract.cdiv(contract.cdiv(topk, splits), rows) * rows
+    return chunk, contract.cdiv(topk, chunk)
+
+
 def outputs(q, layout, attn_sink):
     """Both attention ops' fresh out and lse, the sink argument (lse stands in, unread, when there is
     none) and the kernels' HAS_SINK template argument."""
@@ -254,8 +279,10 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     needs no device data (CUDA-graph capturable). template_tail: the kernel's template arguments
     after <HAS_SINK, SPLIT> (", true"). threads: a CTA's (ws: 384, 3 warpgroups). persistent_ctas (ws under
     WS_PERSISTENT: the SM count): an unsplit launch is a 1-D grid of at most that many CTAs over the
-    batch x head-block items. merge_in_clusters (ws, unless DSV4_ATTENTION_MERGE=kernel): a launch of exactly 2
-    splits runs as 2-CTA clusters that merge the splits themselves (no partials, no combine kernel)."""
+    batch x head-block items; under WS_TAIL_SPLIT the items past its last full round run as splits (tail_split)
+    whose partials the combine kernel merges after it. merge_in_clusters (ws, unless DSV4_ATTENTION_MERGE=kernel):
+    a launch of exactly 2 splits runs as 2-CTA clusters that merge the splits themselves (no partials, no combine
+    kernel)."""
     head_blocks = contract.cdiv(layout.heads, H64_HEADS)
     topk = max(layout.topk, 1)
     splits = SPLITS or plans.attention_splits(layout.batch * head_blocks, topk, _sm_count(q.device))
@@ -271,8 +298,17 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     else:
         part_out, part_lse = lse, lse  # not read
     grid = (layout.batch, head_blocks, splits)
+    tail_splits = 1
     if persistent_ctas and splits == 1:
         grid = (min(layout.batch * head_blocks, persistent_ctas), 1, 1)
+        if WS_TAIL_SPLIT:  # the last round's items split (the kernel reads the split count from chunk < K)
+            chunk, tail_splits = tail_split(layout.batch, head_blocks, grid[0], topk,
+                                            WS_SPLIT_TILE if WS_TAIL == "split64" else WG2_PAIR)
+            tail = layout.batch * head_blocks % grid[0]
+            if tail_splits > 1:  # their partials: [tail item][split][heads] (only the last head block's written)
+                part_out = torch.empty((tail, tail_splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
+                                       device=q.device)
+                part_lse = torch.empty((tail, tail_splits, layout.heads), dtype=torch.float32, device=q.device)
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
@@ -283,3 +319,12 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
         launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
                (layout.batch, contract.cdiv(layout.heads, COMBINE_HEADS)), (32 * COMBINE_HEADS,),
                (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device, pdl=True)
+    if tail_splits > 1:
+        # the tail items are the last `tail` rows of the last head block: the combine over those rows and heads
+        # (pointer offsets; the row strides stay the call's heads)
+        tail, h0 = part_out.shape[0], (head_blocks - 1) * H64_HEADS
+        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
+               (tail, H64_HEADS // COMBINE_HEADS), (32 * COMBINE_HEADS,),
+               (part_out[:, :, h0:], part_lse[:, :, h0:], sink[h0:] if has_sink == "true" else sink,
+                out[layout.batch - tail:, h0:], lse[layout.batch - tail:, h0:], layout.heads, tail_splits), q.device,
+               pdl=True)

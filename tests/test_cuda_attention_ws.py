@@ -177,10 +177,13 @@ def producer(pairs, flags=False, flag_arrival=True, items=None):
             g += 1
 
 
-def math(wg, pairs, flags=False, items=None):
+def math(wg, pairs, flags=False, items=None, partials=()):
     """items: as producer's. Per item: Q waited with the item's parity, q_free arrived once this warpgroup's
     last S is done; the last pair's K1L (warpgroup 0) / K1R (warpgroup 1) freed only after the epilogue
-    staged O in buffer 1 and its bulk copies read it (the staged rows 0..31 lie in K1L, 32..63 in K1R)."""
+    staged O in buffer 1 and its bulk copies read it (the staged rows 0..31 lie in K1L, 32..63 in K1R).
+    partials: the items that are WS_TAIL_SPLIT's split pieces (ws_tail_partial): the CTA's last one stages O in Q
+    and the buffers (no frees: nothing follows), any other stores it from registers, takes the sums barrier, then
+    frees K1L / K1R (buffer 1 not staged)."""
     def issue_s(g, i, first, release_k1l):
         own = [f"K{wg}L", f"K{wg}R"]
         yield ("mwait", f"ready{2 * wg + first}", g & 1)
@@ -241,7 +244,14 @@ def math(wg, pairs, flags=False, items=None):
                 yield ("wait_groups", 0)
                 yield ("marrive", "free1")
         yield ("bsync", "SUMS")
-        if persistent:  # the epilogue: O staged in buffer 1, a barrier, the bulk copies, then buffer 1 freed
+        if i in partials and i == len(items) - 1:  # ws_tail_partial's staged path (Q and buffer 0, then K1L)
+            yield ("stage", ["Q", "K0L", "K0R", "K1L"], ("part", i))
+            yield ("bsync", "SUMS")
+            yield ("bulk_read", "Q" if wg == 0 else "K0R", ("part", i))
+        elif i in partials:  # ws_tail_partial's register stores, the sums barrier, then the half freed
+            yield ("bsync", "SUMS")
+            yield ("marrive", "free2" if wg == 0 else "free3")
+        elif persistent:  # the epilogue: O staged in buffer 1, a barrier, the bulk copies, then buffer 1 freed
             yield ("stage", ["K1L", "K1R"], ("out", i))
             yield ("bsync", "SUMS")
             own = "K1L" if wg == 0 else "K1R"
@@ -250,7 +260,7 @@ def math(wg, pairs, flags=False, items=None):
         g0 += item_pairs
 
 
-def run_protocol(pairs, rng, flags=False, flag_arrival=True, items=None):
+def run_protocol(pairs, rng, flags=False, flag_arrival=True, items=None, partials=()):
     """Runs the three warpgroups to the end in a random interleaving; returns the reads each made. flags:
     WS_FLAGS_SMEM's flag words, written by the producer and read by the math warpgroups (ready[K0L] and
     ready[K1R] then need two arrivals a phase: the copies' and the flag writers'; flag_arrival=False drops the
@@ -268,8 +278,8 @@ def run_protocol(pairs, rng, flags=False, flag_arrival=True, items=None):
     named = {}  # named barrier -> the warpgroups arrived in its current generation (2 complete it)
     groups = {0: [], 1: []}  # each math warpgroup's unfinished wgmma groups: lists of buffers read
     copies = []  # in flight: (buffer, block, mbarrier)
-    procs = {"p": producer(pairs, flags, flag_arrival, items), 0: math(0, pairs, flags, items),
-             1: math(1, pairs, flags, items)}
+    procs = {"p": producer(pairs, flags, flag_arrival, items), 0: math(0, pairs, flags, items, partials),
+             1: math(1, pairs, flags, items, partials)}
     pending = {k: op for k, op in ((k, next(g, None)) for k, g in procs.items()) if op is not None}
     reads, waiting_sync, released = [], set(), set()
     if items is None:
@@ -410,13 +420,29 @@ def test_persistent_handshakes_carry_parities_q_and_the_staged_output_across_ite
             assert sorted((w, b) for w, b, blk in reads if blk == ("out", i)) == [(0, "K1L"), (1, "K1R")]
 
 
+@pytest.mark.parametrize("items, partials", [([3, 1, 1], {1, 2}), ([2, 1, 2], {1}), ([1, 1], {0})])
+def test_persistent_handshakes_hold_with_tail_split_pieces(items, partials):
+    # WS_TAIL_SPLIT's split pieces (the last round's, each a few pairs) take the register epilogue; the model
+    # allows them anywhere in a CTA's run, so the item after one checks its frees
+    rng = np.random.default_rng(7 * len(items))
+    for _ in range(40):
+        reads = run_protocol(0, rng, True, items=items, partials=partials)
+        for block in range(2 * sum(items)):
+            assert sum(1 for _, b, blk in reads if blk == block and b.startswith(f"K{block % 2}")) == 4, block
+        for i in range(len(items)):
+            staged = sorted((w, b) for w, b, blk in reads if blk == ("out", i))
+            assert staged == ([] if i in partials else [(0, "K1L"), (1, "K1R")]), (i, staged)
+            parts = sorted((w, b) for w, b, blk in reads if blk == ("part", i))
+            assert parts == ([(0, "Q"), (1, "K0R")] if i in partials and i == len(items) - 1 else []), (i, parts)
+
+
 def test_persistent_model_fails_when_buffer_1_is_freed_before_the_epilogue():
     # the last pair's K1R freed by warpgroup 1 as in the one-item kernel: the producer refills it for the next
     # item while the epilogue stages or copies out of it
     original = math
 
-    def early_free(wg, pairs, flags=False, items=None):
-        ops = list(original(wg, pairs, flags, items))
+    def early_free(wg, pairs, flags=False, items=None, partials=()):
+        ops = list(original(wg, pairs, flags, items, partials))
         if wg == 1:  # item 0's post-epilogue free3 moved before its sums barrier (after its last P V waits)
             at = ops.index(("bulk_read", "K1R", ("out", 0))) + 1
             assert ops.pop(at) == ("marrive", "free3")
