@@ -68,6 +68,13 @@ WS_EPILOGUE_SMEM = os.environ.get("DSV4_ATTENTION_WS_EPILOGUE", "smem") != "regs
 WS_FLAGS_SMEM = os.environ.get("DSV4_ATTENTION_WS_FLAGS", "smem") != "loads"
 WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "ffma") != "exp2f"
 WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "1") != "0"
+# ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
+# ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
+# q_free wait (persistent); loads (default) is the measured producer. Only when the index loads issue changes: bitwise
+PRODUCERS = ("loads", "ahead")
+PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
+if PRODUCER not in PRODUCERS:
+    raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -120,7 +127,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "PAIR_FP8_BUFS": PAIR_FP8_BUFS, "PAIR_RAW_STAGES": PAIR_RAW_STAGES, "HEADS_PER_CTA": HEADS_PER_CTA,
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
-           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT)}
+           "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
+           "WS_PRODUCER_AHEAD": int(PRODUCER == "ahead")}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
