@@ -142,3 +142,59 @@ def test_prefetch_of_a_long_list_covers_its_first_4096_ints_only():
 def test_producer_switch_defaults_to_the_measured_producer():
     assert A.PRODUCER == "loads" and A.DEFINES["WS_PRODUCER_AHEAD"] == 0
     assert set(A.PRODUCERS) == {"loads", "ahead"}
+
+
+@pytest.mark.slow
+def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch):
+    # NVRTC (no GPU) of the four ws instantiations under WS_PRODUCER_AHEAD: the launch's 168 registers (384 x 168 =
+    # the setmaxnreg split 2 x 128 x 216 + 128 x 72), no spill, no stack (the persistent one spilled `items` with a
+    # second index pair in flight, so it keeps one)
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
+    assert len(exprs) == 4
+    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
+    _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
+    res = build.resources(log, lowered)
+    for expr in exprs:
+        r = res[expr]
+        assert r["registers"] <= 168 and r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["split", "persistent", "h128"])
+def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
+    # the same call with the ws kernels built under WS_PRODUCER_AHEAD (the loader's module cache cleared, so the
+    # switched define compiles) and with the process's own build: out and lse bit for bit. split: 64 rows of 64
+    # heads, 2 splits in clusters (decode b64 H64); persistent: 300 rows (3 items on some CTAs, the next item's
+    # list prefetched); h128: 64 rows of 128 heads, K 1152 (decode b64 H128). Short rows (-1 padded lists, a split
+    # or pair past the list) and a sink in each
+    import torch
+    from harness import inputs
+    from kernels_cuda import _loader
+    if A.choose_kernel(A.KERNEL, torch.cuda.get_device_capability(), 64, 64, A._sm_count(0), A._shared_optin(0),
+                       True) != "ws":
+        pytest.skip("the ws kernel runs on Hopper only")
+    batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1024)}[shape]
+    positions = [20000 + 37 * i for i in range(batch)]
+    positions[1], positions[2], positions[5] = 3, 700, 2500  # short lists: -1 padded, pairs and splits past them
+    x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
+
+    def run():
+        out, lse = x.call(A.sparse_attention)
+        torch.cuda.synchronize()
+        return out, lse
+
+    default = run()
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    _loader._module.cache_clear()
+    _loader._function.cache_clear()
+    try:
+        ahead = run()
+    finally:
+        monkeypatch.undo()
+        _loader._module.cache_clear()
+        _loader._function.cache_clear()
+    assert torch.equal(ahead[0], default[0]) and torch.equal(ahead[1], default[1])
+    assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()
