@@ -16,7 +16,7 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_PRODUCER_AHEAD come
+// WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -30,6 +30,8 @@ static_assert(WS_FLAGS_SMEM == 0 || WS_FLAGS_SMEM == 1, "ws: the valid-row flags
 static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and ex2.approx.ftz, or by exp2f");
 static_assert(WS_PERSISTENT == 0 || WS_PERSISTENT == 1, "ws: unsplit launches as a persistent grid over the items, or not");
 static_assert(WS_PRODUCER_AHEAD == 0 || WS_PRODUCER_AHEAD == 1, "ws: the producer's indices two pairs ahead (and before Q), or one");
+static_assert(WS_PRODUCER_PREFETCH == 0 || (WS_PRODUCER_PREFETCH == 1 && WS_PRODUCER_AHEAD == 1),
+              "ws: the next pair's rows prefetched to L2 (on top of WS_PRODUCER_AHEAD), or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2562,6 +2564,22 @@ __device__ __forceinline__ void ws_ids_advance(int (&ids)[2][4], int (&ids_next)
 __device__ __forceinline__ void ws_prefetch_ids_l2(const int* idx_row, int n, int lt) {
     if (lt * 32 < n + 31 && n > 0) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(idx_row + min(lt * 32, n - 1)));
 }
+#if WS_PRODUCER_PREFETCH
+// the valid rows of the pair in ids to L2, a bulk prefetch of 1 KB a row by the threads of unit 0 (8 rows each: every
+// row of the pair once), so the copies that refill its half buffers hit L2; no cache hint (an evict_first line could
+// leave L2 before its copy comes)
+__device__ __forceinline__ void ws_prefetch_rows_l2(const int (&ids)[2][4], const unsigned char* kv_bytes, int unit) {
+    if (unit == 0) {
+#pragma unroll
+        for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (ids[blk][k] >= 0)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;\n" ::"l"(kv_bytes + (long long)ids[blk][k] * DIM * 2)
+                                 : "memory");
+    }
+}
+#endif
 #endif
 // half r_half of block blk's rows in ids into buffer blk (this thread's unit of each chunk line, at dst0 + constants)
 __device__ __forceinline__ void ws_copy_half(const int (&ids)[2][4], int blk, int r_half, const unsigned char* kv_bytes,
@@ -2797,6 +2815,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             if (it == 0) ws_prefetch_ids_l2(idx_row, n, lt);
             if (item + (int)gridDim.x < items) ws_prefetch_ids_l2(indices + (long long)((item + gridDim.x) % batch) * K, n, lt);
             ws_load_ids(ids, idx_row, n, row0, 0);
+#if WS_PRODUCER_PREFETCH
+            ws_prefetch_rows_l2(ids, kv_bytes, unit);  // (waits for those loads, under the last item's last pair)
+#endif
 #endif
             if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
             {
@@ -2837,7 +2858,12 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 }
                 fill(2, parity);
 #if WS_PRODUCER_AHEAD
-                if (j + 1 < pairs) ws_load_ids(ids, idx_row, n, row0, j + 1);  // (the next item's pair 0: at its top)
+                if (j + 1 < pairs) {  // (the next item's pair 0: at its top)
+                    ws_load_ids(ids, idx_row, n, row0, j + 1);
+#if WS_PRODUCER_PREFETCH
+                    ws_prefetch_rows_l2(ids, kv_bytes, unit);  // waits for those loads (L2 hits: the list prefetch)
+#endif
+                }
 #else
                 load_ids(j + 1);
 #endif
@@ -3181,6 +3207,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             cp_async_mbar_arrive(ready(2));
 #if WS_PRODUCER_AHEAD
             ws_ids_advance(ids, ids_next, idx_row, n, row0, j + 2);
+#if WS_PRODUCER_PREFETCH
+            ws_prefetch_rows_l2(ids, kv_bytes, unit);  // pair j + 1's rows, loaded a pair ago: a pair before their copies
+#endif
 #else
             load_ids(j + 1);
 #endif

@@ -70,8 +70,9 @@ WS_SOFTMAX_FFMA = os.environ.get("DSV4_ATTENTION_WS_SOFTMAX", "ffma") != "exp2f"
 WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "1") != "0"
 # ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
 # ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
-# q_free wait (persistent); loads (default) is the measured producer. Only when the index loads issue changes: bitwise
-PRODUCERS = ("loads", "ahead")
+# q_free wait (persistent); prefetch also sends the next pair's rows to L2 (one bulk prefetch a row) a pair before
+# their copies; loads (default) is the measured producer. Only when loads issue changes: the same bits
+PRODUCERS = ("loads", "ahead", "prefetch")
 PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
 if PRODUCER not in PRODUCERS:
     raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
@@ -128,7 +129,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
-           "WS_PRODUCER_AHEAD": int(PRODUCER == "ahead")}
+           "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
+           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch")}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)

@@ -140,18 +140,20 @@ def test_prefetch_of_a_long_list_covers_its_first_4096_ints_only():
 
 
 def test_producer_switch_defaults_to_the_measured_producer():
-    assert A.PRODUCER == "loads" and A.DEFINES["WS_PRODUCER_AHEAD"] == 0
-    assert set(A.PRODUCERS) == {"loads", "ahead"}
+    assert A.PRODUCER == "loads" and A.DEFINES["WS_PRODUCER_AHEAD"] == A.DEFINES["WS_PRODUCER_PREFETCH"] == 0
+    assert A.PRODUCERS == ("loads", "ahead", "prefetch")
 
 
 @pytest.mark.slow
-def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch):
-    # NVRTC (no GPU) of the four ws instantiations under WS_PRODUCER_AHEAD: the launch's 168 registers (384 x 168 =
-    # the setmaxnreg split 2 x 128 x 216 + 128 x 72), no spill, no stack (the persistent one spilled `items` with a
-    # second index pair in flight, so it keeps one)
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch, prefetch):
+    # NVRTC (no GPU) of the four ws instantiations under WS_PRODUCER_AHEAD (and WS_PRODUCER_PREFETCH): the launch's
+    # 168 registers (384 x 168 = the setmaxnreg split 2 x 128 x 216 + 128 x 72), no spill, no stack (the persistent
+    # one spilled `items` with a second index pair in flight, so it keeps one)
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
     assert len(exprs) == 4
     monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
@@ -163,13 +165,14 @@ def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("prefetch", [0, 1])
 @pytest.mark.parametrize("shape", ["split", "persistent", "h128"])
-def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
-    # the same call with the ws kernels built under WS_PRODUCER_AHEAD (the loader's module cache cleared, so the
-    # switched define compiles) and with the process's own build: out and lse bit for bit. split: 64 rows of 64
-    # heads, 2 splits in clusters (decode b64 H64); persistent: 300 rows (3 items on some CTAs, the next item's
-    # list prefetched); h128: 64 rows of 128 heads, K 1152 (decode b64 H128). Short rows (-1 padded lists, a split
-    # or pair past the list) and a sink in each
+def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape, prefetch):
+    # the same call with the ws kernels built under WS_PRODUCER_AHEAD (and WS_PRODUCER_PREFETCH; the loader's module
+    # cache cleared, so the switched defines compile) and with the process's own build: out and lse bit for bit.
+    # split: 64 rows of 64 heads, 2 splits in clusters (decode b64 H64); persistent: 300 rows (3 items on some CTAs,
+    # the next item's list prefetched); h128: 64 rows of 128 heads, K 1152 (decode b64 H128). Short rows (-1 padded
+    # lists, a split or pair past the list) and a sink in each
     import torch
     from harness import inputs
     from kernels_cuda import _loader
@@ -188,6 +191,7 @@ def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, sha
 
     default = run()
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
     _loader._module.cache_clear()
     _loader._function.cache_clear()
     try:
