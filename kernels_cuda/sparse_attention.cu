@@ -16,7 +16,7 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_TAIL_SPLIT come
+// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -31,6 +31,9 @@ static_assert(WS_SOFTMAX_FFMA == 0 || WS_SOFTMAX_FFMA == 1, "ws: P by FFMA and e
 static_assert(WS_PERSISTENT == 0 || WS_PERSISTENT == 1, "ws: unsplit launches as a persistent grid over the items, or not");
 static_assert(WS_TAIL_SPLIT == 0 || (WS_TAIL_SPLIT == 1 && WS_PERSISTENT == 1),
               "ws: the persistent grid's last-round items split (docs/attn-s12a.md), or not");
+static_assert(WS_PRODUCER_AHEAD == 0 || WS_PRODUCER_AHEAD == 1, "ws: the producer's indices two pairs ahead (and before Q), or one");
+static_assert(WS_PRODUCER_PREFETCH == 0 || (WS_PRODUCER_PREFETCH == 1 && WS_PRODUCER_AHEAD == 1),
+              "ws: the next pair's rows prefetched to L2 (on top of WS_PRODUCER_AHEAD), or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2596,6 +2599,40 @@ __device__ __forceinline__ void ws_load_ids(int (&ids)[2][4], const int* idx_row
             ids[blk][k] = i < n ? __ldg(idx_row + i) : -1;
         }
 }
+#if WS_PRODUCER_AHEAD
+// after pair j's last fill: pair j + 1's indices (loaded a pair ago) become the current ones and pair `pair` = j + 2's
+// are loaded, a whole pair before their first copy (-1 past the list: no load)
+__device__ __forceinline__ void ws_ids_advance(int (&ids)[2][4], int (&ids_next)[2][4], const int* idx_row, int n,
+                                               int row0, int pair) {
+#pragma unroll
+    for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) ids[blk][k] = ids_next[blk][k];
+    ws_load_ids(ids_next, idx_row, n, row0, pair);
+}
+// (persistent) an item's index list, n ints from idx_row, towards L2: thread lt prefetches the line of int 32 lt (the
+// last one's line for the thread just past the list: it need not start on a line), every address inside the list;
+// lists past 4096 ints (HCA) only their first 4096
+__device__ __forceinline__ void ws_prefetch_ids_l2(const int* idx_row, int n, int lt) {
+    if (lt * 32 < n + 31 && n > 0) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(idx_row + min(lt * 32, n - 1)));
+}
+#if WS_PRODUCER_PREFETCH
+// the valid rows of the pair in ids to L2, a bulk prefetch of 1 KB a row by the threads of unit 0 (8 rows each: every
+// row of the pair once), so the copies that refill its half buffers hit L2; no cache hint (an evict_first line could
+// leave L2 before its copy comes)
+__device__ __forceinline__ void ws_prefetch_rows_l2(const int (&ids)[2][4], const unsigned char* kv_bytes, int unit) {
+    if (unit == 0) {
+#pragma unroll
+        for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (ids[blk][k] >= 0)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], 1024;\n" ::"l"(kv_bytes + (long long)ids[blk][k] * DIM * 2)
+                                 : "memory");
+    }
+}
+#endif
+#endif
 // half r_half of block blk's rows in ids into buffer blk (this thread's unit of each chunk line, at dst0 + constants)
 __device__ __forceinline__ void ws_copy_half(const int (&ids)[2][4], int blk, int r_half, const unsigned char* kv_bytes,
                                              int unit, unsigned int dst0, unsigned long long policy) {
@@ -2836,6 +2873,20 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             const int b = item % batch, hb = item / batch;
             const int* idx_row = indices + (long long)b * K;
 #endif
+#if WS_PRODUCER_AHEAD
+            // the item's pair 0 indices before the q_free wait (reached after the last item's last fill, about a pair
+            // before Q is free) and the Q copies, so neither waits for the other; the next item's index list (and
+            // the first item's own) to L2 now, so every later pair's index loads are L2 hits (the 8 registers of
+            // a second pair in flight, as the split kernel keeps, spilled here)
+            if (it == 0) ws_prefetch_ids_l2(idx_row, n, lt);
+#if !WS_TAIL_SPLIT  // (under the tail split the next piece's index row is not prefetched)
+            if (item + (int)gridDim.x < items) ws_prefetch_ids_l2(indices + (long long)((item + gridDim.x) % batch) * K, n, lt);
+#endif
+            ws_load_ids(ids, idx_row, n, row0, 0);
+#if WS_PRODUCER_PREFETCH
+            ws_prefetch_rows_l2(ids, kv_bytes, unit);  // (waits for those loads, under the last item's last pair)
+#endif
+#endif
             if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
             {
                 const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
@@ -2845,7 +2896,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                     cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
                 cp_async_mbar_arrive(bar_q);
             }
+#if !WS_PRODUCER_AHEAD
             auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
+#endif
             // half buffer h (2 buffer + R half) of the pair in ids, after its free wait; the flags of block
             // h / 2 with K0L / K1R (as in the one-item kernel). Called with constant h only (inlined, ids[h / 2]
             // stays in registers; a runtime h put ids on the stack)
@@ -2858,7 +2911,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy);
                 cp_async_mbar_arrive(ready(h));
             };
+#if !WS_PRODUCER_AHEAD
             load_ids(0);
+#endif
             for (int j = 0; j < pairs; ++j, ++g) {
                 const unsigned int parity = (g & 1) ^ 1;
                 fill(0, parity);
@@ -2870,7 +2925,16 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                     fill(1, parity);
                 }
                 fill(2, parity);
+#if WS_PRODUCER_AHEAD
+                if (j + 1 < pairs) {  // (the next item's pair 0: at its top)
+                    ws_load_ids(ids, idx_row, n, row0, j + 1);
+#if WS_PRODUCER_PREFETCH
+                    ws_prefetch_rows_l2(ids, kv_bytes, unit);  // waits for those loads (L2 hits: the list prefetch)
+#endif
+                }
+#else
                 load_ids(j + 1);
+#endif
             }
         }
         cp_async_commit();
@@ -3171,6 +3235,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     if (warpgroup == 2) {  // the producer
         setmaxnreg_dec<WS_PRODUCER_REGS>();
         const int pairs = pair_count();
+#if WS_PRODUCER_AHEAD
+        // pairs 0 and 1's indices before Q's 32 copies a thread: the first gathers then wait for one index round
+        // trip, not for Q's burst (every SM's, at the start) and one after it
+        int ids[2][4], ids_next[2][4];  // pair j's and pair j + 1's (ws_ids_advance)
+        ws_load_ids(ids, idx_row, n, lt >> 3, 0);
+        ws_load_ids(ids_next, idx_row, n, lt >> 3, 1);
+#endif
         {  // Q: thread lt copies piece lt % 64 of lines lt / 64 + 2k
             const unsigned char* q_rows =
                 reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
@@ -3188,13 +3259,17 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
+#if !WS_PRODUCER_AHEAD
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
+#endif
         auto copy_half = [&](int blk, int r_half) { ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy); };
 #if WS_FLAGS_SMEM
         auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, flags_addr, bar); };
 #endif
+#if !WS_PRODUCER_AHEAD
         load_ids(0);
+#endif
         for (int j = 0; j < pairs; ++j) {
             const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
             mbar_wait(free_bar(0), parity);
@@ -3215,7 +3290,14 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             mbar_wait(free_bar(2), parity);
             copy_half(1, 0);
             cp_async_mbar_arrive(ready(2));
+#if WS_PRODUCER_AHEAD
+            ws_ids_advance(ids, ids_next, idx_row, n, row0, j + 2);
+#if WS_PRODUCER_PREFETCH
+            ws_prefetch_rows_l2(ids, kv_bytes, unit);  // pair j + 1's rows, loaded a pair ago: a pair before their copies
+#endif
+#else
             load_ids(j + 1);
+#endif
         }
         cp_async_commit();  // (wait_group counts committed groups only)
         cp_async_wait<0>();  // no copy may still target shared memory when the CTA exits

@@ -76,6 +76,14 @@ WS_TAIL = os.environ.get("DSV4_ATTENTION_TAIL", "none")
 if WS_TAIL not in ("none", "split", "split64"):
     raise ValueError(f"DSV4_ATTENTION_TAIL={WS_TAIL!r}: one of none, split, split64")
 WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
+# ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
+# ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
+# q_free wait (persistent); prefetch also sends the next pair's rows to L2 (one bulk prefetch a row) a pair before
+# their copies; loads (default) is the measured producer. Only when loads issue changes: the same bits
+PRODUCERS = ("loads", "ahead", "prefetch")
+PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
+if PRODUCER not in PRODUCERS:
+    raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -129,7 +137,9 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "H64_HEADS": H64_HEADS, "WG2_PAIR": WG2_PAIR, "WS_READY_FENCE": int(WS_READY_FENCE),
            "WS_EPILOGUE_SMEM": int(WS_EPILOGUE_SMEM), "WS_FLAGS_SMEM": int(WS_FLAGS_SMEM),
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
-           "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT)}
+           "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT),
+           "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
+           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch")}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
