@@ -24,8 +24,8 @@ and the places run longest first; long rows keep their cluster, so outputs are b
 device routing. DSV4_TOPK_ROUTE=device (read at each call) ignores a plan's work list (the A/B).
 DSV4_TOPK_LONG_PLAN (read at import; docs/topk-s11a.md): the plan also sends a long batch's wide<8> launch to
 `twin` (dsv4_topk_indices_twin<4>, the default) or `wide16` where that kernel writes wide<8>'s bits (long_plan);
-`off` keeps wide<8>. DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size, `4` (the default),
-`2` (twin<2>: wide<8>'s chunks four a CTA, one CTA an SM) or `auto` (from the device's max active clusters)."""
+`off` keeps wide<8>. DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size, `auto` (the default:
+from the device's max active clusters), `4` or `2` (twin<2>: wide<8>'s chunks four a CTA, one CTA an SM)."""
 
 import ctypes
 import functools
@@ -174,8 +174,9 @@ TWIN_KERNEL = "dsv4_topk_indices_twin<4>"
 TWIN_CTAS_PER_SM = 2
 # DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size. A 4-CTA cluster must sit in one GPC,
 # so the H200 holds 62 of twin<4>'s at once (the lead's ncu: 64 x 262144 ran as 62 rows, then 2); twin<2> (wide<8>'s
-# chunks four a CTA, one CTA an SM: 2-CTA clusters, one a TPC) holds 66. `4` (default until measured), `2`, or
-# `auto`: the one with the fewer rounds at the device's max active clusters (cuOccupancyMaxActiveClusters), 4 at a tie.
+# chunks four a CTA, one CTA an SM: 2-CTA clusters, one a TPC) holds 66. `auto` (default since session 12's call 1
+# checked it: 43/43 and twin<2> bitwise wide<8>): the one with the fewer rounds at the device's max active clusters
+# (cuOccupancyMaxActiveClusters; H200 {4: 62, 2: 66}), 4 at a tie; `4` or `2` force one.
 TWIN_CHOICES = ("4", "2", "auto")
 TWIN_KERNELS = {4: TWIN_KERNEL, 2: "dsv4_topk_indices_twin<2>"}
 TWIN_CTAS_PER_SM_OF = {4: TWIN_CTAS_PER_SM, 2: 1}
@@ -652,5 +653,5 @@ def _long_planned(runs, plan, batch, columns, aligned, sms, route, active=None, 
         return runs
     options = extra[2]
     run = (wide16_launch(batch, columns, aligned, sms, options, 0) if long[0] == "wide16"
-           else twin_run(batch, columns, aligned, sms, options, env.get("DSV4_TOPK_TWIN", "4"), active))
+           else twin_run(batch, columns, aligned, sms, options, env.get("DSV4_TOPK_TWIN", "auto"), active))
     return runs if run is None else [run]

@@ -1,5 +1,5 @@
-"""The plan's routing of long batches (DSV4_TOPK_LONG_PLAN: twin<4> by default, wide<8>'s chunks two
-a CTA on 4-CTA clusters; DSV4_TOPK_TWIN=2: twin<2>, four a CTA on 2-CTA clusters), docs/topk-s11a.md and
+"""The plan's routing of long batches (DSV4_TOPK_LONG_PLAN: twin by default; DSV4_TOPK_TWIN=4: twin<4>, wide<8>'s
+chunks two a CTA on 4-CTA clusters; DSV4_TOPK_TWIN=2: twin<2>, four a CTA on 2-CTA clusters), docs/topk-s11a.md and
 docs/topk-s12a.md: which batches the plan routes and which it leaves, that a planned call swaps only the
 launch the plan was made for, twin's cluster size from the device's max active clusters, that twin compiles
 to what the host counts on, the numpy model of twin's slots against wide<8>'s, and on the GPU the routed
@@ -81,7 +81,8 @@ def test_a_planned_call_swaps_only_the_launch_its_plan_was_made_for():
     assert [r[0] for r in runs] == ["dsv4_topk_indices_wide<8>"]
     for choice in ("wide16", "twin"):
         plan = _Plan(T.long_plan(LONG, 512, *H200, choice=choice))
-        (kernel, grid, shared, pdl, extra), = T._long_planned(runs, plan, 64, 262144, True, H200[0], "plan")
+        (kernel, grid, shared, pdl, extra), = T._long_planned(runs, plan, 64, 262144, True, H200[0], "plan",
+                                                              env={"DSV4_TOPK_TWIN": "4"})
         if choice == "wide16":  # the width's wide16 launch (DSV4_TOPK_LONG=wide16): the same kernel and bounds
             assert [(kernel, grid, shared, pdl, extra)] == T.launches(64, 262144, True, *H200, long="wide16")
         else:
@@ -152,15 +153,15 @@ def test_a_planned_call_takes_the_twin_of_dsv4_topk_twin():
     def never(kernel, shared):
         raise AssertionError("asked the device's active clusters for a fixed cluster size")
 
-    for env, active, kernel in [({}, never, T.TWIN_KERNELS[4]), ({"DSV4_TOPK_TWIN": "4"}, never, T.TWIN_KERNELS[4]),
+    for env, active, kernel in [({}, h200, T.TWIN_KERNELS[2]), ({"DSV4_TOPK_TWIN": "4"}, never, T.TWIN_KERNELS[4]),
                                 ({"DSV4_TOPK_TWIN": "2"}, never, T.TWIN_KERNELS[2]),
                                 ({"DSV4_TOPK_TWIN": "auto"}, h200, T.TWIN_KERNELS[2])]:
         (run,) = T._long_planned(runs, plan, 64, 262144, True, H200[0], "plan", active, env)
         cluster = 2 if kernel == T.TWIN_KERNELS[2] else 4
         assert run == T.twin_launch(64, 262144, True, H200[0], T.WIDE_FOLD, cluster), env
-    # auto asked each kernel at the shared memory its launch takes
-    assert sorted(asked) == sorted((T.TWIN_KERNELS[c], T.twin_launch(64, 262144, True, H200[0], 0, c)[2])
-                                   for c in (4, 2))
+    # auto (the default, then named) asked each kernel at the shared memory its launch takes
+    assert sorted(asked) == sorted(2 * [(T.TWIN_KERNELS[c], T.twin_launch(64, 262144, True, H200[0], 0, c)[2])
+                                        for c in (4, 2)])
     # 62 rows fit one round of twin<4>
     (run,) = T._long_planned(T.launches(62, 262144, True, *H200), _Plan(T.long_plan([262144] * 62, 512, *H200,
                              choice="twin")), 62, 262144, True, H200[0], "plan", h200, {"DSV4_TOPK_TWIN": "auto"})
