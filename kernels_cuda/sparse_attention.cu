@@ -2744,6 +2744,46 @@ __device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float 
     wg_pv_ss(o, p_addr + 64 * 128, other_v);
     wg_commit();
 }
+// The ws shared memory and mbarriers, shared by the one-item and the persistent body: both run one producer / math
+// protocol (the ws_ helpers take these addresses) in one WS_SHARED_BYTES.
+// Q, the two KV buffers, P, the warpgroups' maxima and sums, then the mbarriers: Q landed; ready[h] and free[h] of
+// half buffer h = 2 buffer + (R half); PERSISTENT: q_free (Q's refill). After them WS_FLAGS_SMEM's
+// u16 flag_s[block][t][part]: ready[K0L] and ready[K1R] also take the 8 flag writers' arrivals (lanes 0, 1 of the
+// 4 producer warps) for blocks A and B.
+template <bool PERSISTENT>
+struct WsSmem {
+    unsigned char* q_s;   // [64 heads] swizzled
+    unsigned char* kv_s;  // [2 buffers][64 rows] swizzled
+    unsigned char* p_s;   // [2 blocks][64 heads x 64 rows] bf16 swizzled
+    float* max_s;         // [2 warpgroups][64 heads]
+    float* sum_s;         // [2 warpgroups][64 heads]
+    unsigned int q_addr, kv_addr, p_addr, bar_q;
+    unsigned int q_free;      // PERSISTENT only
+    unsigned int flags_addr;  // WS_FLAGS_SMEM only
+
+    __device__ __forceinline__ explicit WsSmem(unsigned char* smem)
+        : q_s(smem), kv_s(q_s + WG_MAT_BYTES), p_s(kv_s + 2 * WG_MAT_BYTES),
+          max_s(reinterpret_cast<float*>(p_s + 2 * 64 * 128)), sum_s(max_s + 2 * 64),
+          q_addr((unsigned int)__cvta_generic_to_shared(q_s)), kv_addr((unsigned int)__cvta_generic_to_shared(kv_s)),
+          p_addr((unsigned int)__cvta_generic_to_shared(p_s)),
+          bar_q((unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64)), q_free(bar_q + 72),
+          flags_addr(bar_q + (PERSISTENT ? 80 : 72)) {}
+    __device__ __forceinline__ unsigned int ready(int h) const { return bar_q + 8 + 8 * h; }
+    __device__ __forceinline__ unsigned int free_bar(int h) const { return bar_q + 40 + 8 * h; }
+    // thread 0 initialises, every thread waits for it
+    __device__ __forceinline__ void init_barriers() const {
+        if (threadIdx.x == 0) {
+            mbar_init(bar_q, 128);
+            for (int h = 0; h < 4; ++h) {
+                mbar_init(ready(h), WS_FLAGS_SMEM && (h == 0 || h == 3) ? 136 : 128);
+                mbar_init(free_bar(h), 128);
+            }
+            if (PERSISTENT) mbar_init(q_free, 256);
+            mbar_init_fence();
+        }
+        __syncthreads();
+    }
+};
 // S of warpgroup half's block into s: the half its producer copy lands first, then the other (ready barriers
 // at bar_q + 8 + 8 h, free[K1L] at bar_q + 56). release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that
 // P V is done (the group before the first half's), K1L is freed before the second half's wait, so its refill is
@@ -2814,29 +2854,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                                               int kv_policy) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
-    unsigned char* q_s = smem;                                     // [64 heads] swizzled
-    unsigned char* kv_s = q_s + WG_MAT_BYTES;                      // [2 buffers][64 rows] swizzled
-    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                  // [2 blocks][64 heads x 64 rows] bf16 swizzled
-    float* max_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);   // [2 warpgroups][64 heads]
-    float* sum_s = max_s + 2 * 64;                                 // [2 warpgroups][64 heads]
-    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
-    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
-    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
-    const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
-    auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
-    auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
-    const unsigned int q_free = bar_q + 72;
-    const unsigned int flags_addr = bar_q + 80;  // (WS_FLAGS_SMEM)
-    if (threadIdx.x == 0) {
-        mbar_init(bar_q, 128);
-        for (int h = 0; h < 4; ++h) {
-            mbar_init(ready(h), WS_FLAGS_SMEM && (h == 0 || h == 3) ? 136 : 128);
-            mbar_init(free_bar(h), 128);
-        }
-        mbar_init(q_free, 256);
-        mbar_init_fence();
-    }
-    __syncthreads();
+    const WsSmem<true> ws(smem);
+    ws.init_barriers();
     pdl_launch_dependents();
 
     const int items = batch * (heads / 64);
@@ -2857,7 +2876,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         setmaxnreg_dec<WS_PRODUCER_REGS>();
         const int pairs = pair_count();
         const int unit = lt & 7, row0 = lt >> 3;
-        const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
+        const unsigned int dst0 = ws.kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
         int ids[2][4];
@@ -2887,14 +2906,14 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             ws_prefetch_rows_l2(ids, kv_bytes, unit);  // (waits for those loads, under the last item's last pair)
 #endif
 #endif
-            if (it > 0) mbar_wait(q_free, (it - 1) & 1);  // the last item's S are done with Q
+            if (it > 0) mbar_wait(ws.q_free, (it - 1) & 1);  // the last item's S are done with Q
             {
                 const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
                 const int piece = lt & 63;
 #pragma unroll 8
                 for (int r = lt >> 6; r < 64; r += 2)
-                    cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
-                cp_async_mbar_arrive(bar_q);
+                    cp_async16(ws.q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+                cp_async_mbar_arrive(ws.bar_q);
             }
 #if !WS_PRODUCER_AHEAD
             auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
@@ -2904,12 +2923,12 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             // stays in registers; a runtime h put ids on the stack)
             auto fill = [&](int h, unsigned int parity) {
                 const int blk = h >> 1, r_half = h & 1;
-                mbar_wait(free_bar(h), parity);
+                mbar_wait(ws.free_bar(h), parity);
 #if WS_FLAGS_SMEM
-                if (h == 0 || h == 3) ws_publish_flags(ids, blk, lt, flags_addr, ready(h));
+                if (h == 0 || h == 3) ws_publish_flags(ids, blk, lt, ws.flags_addr, ws.ready(h));
 #endif
                 ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy);
-                cp_async_mbar_arrive(ready(h));
+                cp_async_mbar_arrive(ws.ready(h));
             };
 #if !WS_PRODUCER_AHEAD
             load_ids(0);
@@ -2967,7 +2986,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
         // j the item's pair (the parity from g0 + j)
         auto issue_s = [&](int j, int first, bool release_k1l) {
-            ws_issue_s(s, o, (g0 + j) & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
+            ws_issue_s(s, o, (g0 + j) & 1, first, release_k1l, half, t, ws.q_addr, ws.kv_addr, ws.bar_q, flag_word, ws.flags_addr);
         };
 #pragma unroll
         for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -2977,16 +2996,16 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 32; ++i) wg_fence_operand(s[i]);
-            if (last) mbar_arrive(q_free);
+            if (last) mbar_arrive(ws.q_free);
             ws_row_max(s, valid, scale2, mx_lo, mx_hi);
         };
         auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-            ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
+            ws_publish_and_pv_own(o, s, p, ws.max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
         };
-        mbar_wait(bar_q, it & 1);
-        if (pairs == 0) mbar_arrive(q_free);  // no S reads this item's Q
+        mbar_wait(ws.bar_q, it & 1);
+        if (pairs == 0) mbar_arrive(ws.q_free);  // no S reads this item's Q
         if (half == 0) {
-            const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;
+            const unsigned int own_v = ws.kv_addr, other_v = ws.kv_addr + WG_MAT_BYTES;
 #if WS_FLAGS_SMEM
             if (pairs > 0) issue_s(0, 0, false);
             unsigned int valid = flag_word;
@@ -3002,8 +3021,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                mbar_arrive(free_bar(0));
-                ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
+                mbar_arrive(ws.free_bar(0));
+                ws_pair_max_and_pv_other(o, s, ws.max_s, ws.p_s, ws.p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
                 if (j + 1 < pairs) {
 #if WS_FLAGS_SMEM
                     issue_s(j + 1, 0, true);
@@ -3019,7 +3038,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 }
             }
         } else {
-            const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;
+            const unsigned int own_v = ws.kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = ws.kv_addr + WS_HALF_BYTES;
             for (int j = 0; j < pairs; ++j) {
 #if WS_FLAGS_SMEM
                 issue_s(j, 1, false);
@@ -3031,34 +3050,34 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
                 wg_bar_sync(WS_BAR_MAX_A, 256);
-                ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+                ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                                 alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
-                store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
+                store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 wg_bar_sync(WS_BAR_P_A, 256);
-                wg_pv_ss(o, p_addr, other_v);
+                wg_pv_ss(o, ws.p_addr, other_v);
                 wg_commit();
                 wg_bar_arrive(WS_BAR_P_B);
                 wg_wait1();
-                if (j + 1 < pairs) mbar_arrive(free_bar(3));  // the last pair's: after the epilogue's copies
+                if (j + 1 < pairs) mbar_arrive(ws.free_bar(3));  // the last pair's: after the epilogue's copies
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                mbar_arrive(free_bar(1));
+                mbar_arrive(ws.free_bar(1));
             }
         }
-        ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);  // and both last P V done: buffer 1 is free
+        ws_sum_both_halves(ws.sum_s, half, r_lo, r_hi, t, l_lo, l_hi);  // and both last P V done: buffer 1 is free
 #if WS_TAIL_SPLIT
         g0 += pairs;
         if (piece.split >= 0) {  // a tail item's split: its partial, merged by the combine kernel after the grid
             ws_tail_partial(o, m_lo, m_hi, l_lo, l_hi, item - full, piece.split, tail_splits, hb, part_out, part_lse,
-                            heads, smem, w + (int)gridDim.x >= work, pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+                            heads, smem, w + (int)gridDim.x >= work, pairs > 0 ? ws.free_bar(half == 0 ? 2 : 3) : 0u);
             continue;
         }
 #endif
-        ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
-                                         pairs > 0 ? free_bar(half == 0 ? 2 : 3) : 0u);
+        ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, ws.kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
+                                         pairs > 0 ? ws.free_bar(half == 0 ? 2 : 3) : 0u);
     }
 }
 #endif
@@ -3186,35 +3205,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #endif
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
-    unsigned char* q_s = smem;                                     // [64 heads] swizzled
-    unsigned char* kv_s = q_s + WG_MAT_BYTES;                      // [2 buffers][64 rows] swizzled
-    unsigned char* p_s = kv_s + 2 * WG_MAT_BYTES;                  // [2 blocks][64 heads x 64 rows] bf16 swizzled
-    float* max_s = reinterpret_cast<float*>(p_s + 2 * 64 * 128);   // [2 warpgroups][64 heads]
-    float* sum_s = max_s + 2 * 64;                                 // [2 warpgroups][64 heads]
-    const unsigned int q_addr = (unsigned int)__cvta_generic_to_shared(q_s);
-    const unsigned int kv_addr = (unsigned int)__cvta_generic_to_shared(kv_s);
-    const unsigned int p_addr = (unsigned int)__cvta_generic_to_shared(p_s);
-    // mbarriers: Q landed; ready[h] and free[h] of half buffer h = 2 buffer + (R half)
-    const unsigned int bar_q = (unsigned int)__cvta_generic_to_shared(sum_s + 2 * 64);
-    auto ready = [&](int h) { return bar_q + 8 + 8 * h; };
-    auto free_bar = [&](int h) { return bar_q + 40 + 8 * h; };
-    // WS_FLAGS_SMEM: u16 flag_s[block][t][part] after the mbarriers; ready[K0L] and ready[K1R] also take the 8 flag
-    // writers' arrivals (lanes 0, 1 of the 4 producer warps) for blocks A and B
-    const unsigned int flags_addr = bar_q + 72;
-#if WS_FLAGS_SMEM
-#define WS_READY_COUNT(h) ((h) == 0 || (h) == 3 ? 136 : 128)
-#else
-#define WS_READY_COUNT(h) 128
-#endif
-    if (threadIdx.x == 0) {
-        mbar_init(bar_q, 128);
-        for (int h = 0; h < 4; ++h) {
-            mbar_init(ready(h), WS_READY_COUNT(h));
-            mbar_init(free_bar(h), 128);
-        }
-        mbar_init_fence();
-    }
-    __syncthreads();
+    const WsSmem<false> ws(smem);
+    ws.init_barriers();
     pdl_launch_dependents();  // the combine kernel (PDL) may be scheduled; it waits for this grid
 
     const int b = blockIdx.x;
@@ -3248,15 +3240,15 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             const int piece = lt & 63;
 #pragma unroll 8
             for (int r = lt >> 6; r < 64; r += 2)
-                cp_async16(q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
-            cp_async_mbar_arrive(bar_q);
+                cp_async16(ws.q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
+            cp_async_mbar_arrive(ws.bar_q);
         }
         // thread lt copies 16-byte unit lt % 8 of each 128-byte chunk line of rows lt / 8 + 16k: 8
         // threads cover a line's 128 contiguous bytes. Rows r = row0 + 16k share r & 7 = row0 & 7, so
         // every destination is `dst0` plus a constant: swizzled_offset(64, r, 8 chunk + unit) =
         // chunk * 8 KB + r * 128 + ((unit ^ (r & 7)) << 4)
         const int unit = lt & 7, row0 = lt >> 3;
-        const unsigned int dst0 = kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
+        const unsigned int dst0 = ws.kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
 #if !WS_PRODUCER_AHEAD
@@ -3265,31 +3257,31 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #endif
         auto copy_half = [&](int blk, int r_half) { ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy); };
 #if WS_FLAGS_SMEM
-        auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, flags_addr, bar); };
+        auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, ws.flags_addr, bar); };
 #endif
 #if !WS_PRODUCER_AHEAD
         load_ids(0);
 #endif
         for (int j = 0; j < pairs; ++j) {
             const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
-            mbar_wait(free_bar(0), parity);
+            mbar_wait(ws.free_bar(0), parity);
 #if WS_FLAGS_SMEM
-            publish_flags(0, ready(0));
+            publish_flags(0, ws.ready(0));
 #endif
             copy_half(0, 0);
-            cp_async_mbar_arrive(ready(0));
-            mbar_wait(free_bar(3), parity);
+            cp_async_mbar_arrive(ws.ready(0));
+            mbar_wait(ws.free_bar(3), parity);
 #if WS_FLAGS_SMEM
-            publish_flags(1, ready(3));
+            publish_flags(1, ws.ready(3));
 #endif
             copy_half(1, 1);
-            cp_async_mbar_arrive(ready(3));
-            mbar_wait(free_bar(1), parity);
+            cp_async_mbar_arrive(ws.ready(3));
+            mbar_wait(ws.free_bar(1), parity);
             copy_half(0, 1);
-            cp_async_mbar_arrive(ready(1));
-            mbar_wait(free_bar(2), parity);
+            cp_async_mbar_arrive(ws.ready(1));
+            mbar_wait(ws.free_bar(2), parity);
             copy_half(1, 0);
-            cp_async_mbar_arrive(ready(2));
+            cp_async_mbar_arrive(ws.ready(2));
 #if WS_PRODUCER_AHEAD
             ws_ids_advance(ids, ids_next, idx_row, n, row0, j + 2);
 #if WS_PRODUCER_PREFETCH
@@ -3317,7 +3309,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };
     unsigned int flag_word = 0;  // (read with WS_FLAGS_SMEM only)
     auto issue_s = [&](float (&s)[32], float (&o)[128], int j, int first, bool release_k1l) {
-        ws_issue_s(s, o, j & 1, first, release_k1l, half, t, q_addr, kv_addr, bar_q, flag_word, flags_addr);
+        ws_issue_s(s, o, j & 1, first, release_k1l, half, t, ws.q_addr, ws.kv_addr, ws.bar_q, flag_word, ws.flags_addr);
     };
 
     float o[128];  // O[rows r_lo (r_hi), dims half * 256 + 8 j + 2 t (+1)] at o[4 j + c]
@@ -3334,11 +3326,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         ws_row_max(s, valid, scale2, mx_lo, mx_hi);
     };
     auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
-        ws_publish_and_pv_own(o, s, p, max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
+        ws_publish_and_pv_own(o, s, p, ws.max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
     };
-    mbar_wait(bar_q, 0);  // (the first S's fence covers Q too)
+    mbar_wait(ws.bar_q, 0);  // (the first S's fence covers Q too)
     if (half == 0) {
-        const unsigned int own_v = kv_addr, other_v = kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
+        const unsigned int own_v = ws.kv_addr, other_v = ws.kv_addr + WG_MAT_BYTES;  // V_A,L and V_B,L
         // the flags of the pair whose S is in flight, loaded before its issue (ptxas otherwise moved most of
         // the loads past the S wait, onto the path to the softmax)
 #if WS_FLAGS_SMEM
@@ -3356,8 +3348,8 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            mbar_arrive(free_bar(0));  // K0L read for the last time
-            ws_pair_max_and_pv_other(o, s, max_s, p_s, p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
+            mbar_arrive(ws.free_bar(0));  // K0L read for the last time
+            ws_pair_max_and_pv_other(o, s, ws.max_s, ws.p_s, ws.p_addr, other_v, r_lo, r_hi, g, t, m_lo, m_hi, l_lo, l_hi);
             if (j + 1 < pairs) {  // the next S_A under this P V
 #if WS_FLAGS_SMEM
                 issue_s(s, o, j + 1, 0, true);
@@ -3370,11 +3362,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-                mbar_arrive(free_bar(2));  // K1L read for the last time
+                mbar_arrive(ws.free_bar(2));  // K1L read for the last time
             }
         }
     } else {
-        const unsigned int own_v = kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
+        const unsigned int own_v = ws.kv_addr + WG_MAT_BYTES + WS_HALF_BYTES, other_v = ws.kv_addr + WS_HALF_BYTES;  // V_B,R, V_A,R
         for (int j = 0; j < pairs; ++j) {
 #if WS_FLAGS_SMEM
             issue_s(s, o, j, 1, false);
@@ -3386,25 +3378,25 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
-            ws_softmax_step(s, scale2, fmaxf(mx_lo, max_s[r_lo]), fmaxf(mx_hi, max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
+            ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                             alpha_lo, alpha_hi);
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
-            store_p_swizzled(p_s + 64 * 128, s, r_lo, r_hi, g, t);
+            store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             wg_bar_sync(WS_BAR_P_A, 256);  // P_A stored
-            wg_pv_ss(o, p_addr, other_v);
+            wg_pv_ss(o, ws.p_addr, other_v);
             wg_commit();
             wg_bar_arrive(WS_BAR_P_B);
             wg_wait1();
-            mbar_arrive(free_bar(3));  // K1R read for the last time
+            mbar_arrive(ws.free_bar(3));  // K1R read for the last time
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
-            mbar_arrive(free_bar(1));  // K0R read for the last time
+            mbar_arrive(ws.free_bar(1));  // K0R read for the last time
         }
     }
 
-    ws_sum_both_halves(sum_s, half, r_lo, r_hi, t, l_lo, l_hi);
+    ws_sum_both_halves(ws.sum_s, half, r_lo, r_hi, t, l_lo, l_hi);
     if (SPLIT && cluster_ctas() == 2) {  // launched as 2-CTA clusters (sparse_attention.py)
         ws_cluster_merge<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, smem, sink, out, lse, heads);
         return;
