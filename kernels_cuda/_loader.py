@@ -251,7 +251,24 @@ def _libcuda():
     lib = ctypes.CDLL("libcuda.so.1")
     lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                                      ctypes.POINTER(ctypes.c_void_p)]
+    lib.cuOccupancyMaxActiveClusters.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p,
+                                                 ctypes.POINTER(_LaunchConfig)]
     return lib
+
+
+def max_active_clusters(name, expr, device, cluster, block, shared_mem):
+    """cuOccupancyMaxActiveClusters: how many clusters of `cluster` CTAs (the size compiled into the kernel's
+    __cluster_dims__) of `block` threads and `shared_mem` dynamic bytes fit on the device at once, with the
+    attributes the kernel has been given so far; 0 where the driver does not answer."""
+    import cupy
+    fn = kernel(name, expr, device)
+    config = _LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(*(tuple(block) + (1, 1))[:3]),
+                           shared_mem, None, None, 0)  # a grid of one cluster
+    count = ctypes.c_int(0)
+    with cupy.cuda.Device(_index(device)):
+        err = _libcuda().cuOccupancyMaxActiveClusters(ctypes.byref(count), ctypes.c_void_p(fn.ptr),
+                                                      ctypes.byref(config))
+    return 0 if err else count.value
 
 
 def _launch_ex(function, grid, block, values, shared_mem, stream, pdl, cluster):

@@ -27,7 +27,6 @@ DSV4_TOPK_LONG_PLAN (read at import; docs/topk-s11a.md): the plan also sends a l
 `off` keeps wide<8>. DSV4_TOPK_TWIN (read at each call; docs/topk-s12a.md): twin's cluster size, `auto` (the default:
 from the device's max active clusters), `4` or `2` (twin<2>: wide<8>'s chunks four a CTA, one CTA an SM)."""
 
-import ctypes
 import functools
 import math
 import os
@@ -443,21 +442,11 @@ def _max_active_clusters(kernel, shared, device_index):
     """cuOccupancyMaxActiveClusters of a twin kernel (its cluster size compiled in) at `shared` bytes of dynamic
     shared memory, after the opt-in and carveout its launches get; 0 where the driver does not answer. Once per
     (kernel, shared memory, device)."""
-    import cupy
     device = torch.device("cuda", device_index)
     _opt_in(kernel, shared, device)
     _two_per_sm(kernel, device)
-    fn = _loader.kernel("topk_indices.cu", kernel, device)
     cluster = next(c for c, name in TWIN_KERNELS.items() if name == kernel)
-    lib = _loader._libcuda()
-    query = lib.cuOccupancyMaxActiveClusters
-    query.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_loader._LaunchConfig)]
-    config = _loader._LaunchConfig((ctypes.c_uint * 3)(cluster, 1, 1), (ctypes.c_uint * 3)(THREADS, 1, 1), shared,
-                                   None, None, 0)  # the cluster's size from the kernel's __cluster_dims__
-    count = ctypes.c_int(0)
-    with cupy.cuda.Device(device_index):
-        err = query(ctypes.byref(count), ctypes.c_void_p(fn.ptr), ctypes.byref(config))
-    return 0 if err else count.value
+    return _loader.max_active_clusters("topk_indices.cu", kernel, device, cluster, (THREADS,), shared)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -168,6 +168,40 @@ def test_a_planned_call_takes_the_twin_of_dsv4_topk_twin():
     assert run[0] == T.TWIN_KERNELS[4]
 
 
+def test_the_active_cluster_query_gives_the_driver_one_cluster_of_the_kernel(monkeypatch):
+    """_max_active_clusters (DSV4_TOPK_TWIN=auto) through the loader's cuOccupancyMaxActiveClusters, on a fake
+    driver: the kernel's function, a grid of one cluster, its block and dynamic shared memory; 0 on an error."""
+    import contextlib
+    import ctypes
+    import types
+
+    import cupy
+    from kernels_cuda import _loader
+    seen = []
+
+    class FakeCuda:
+        def __init__(self, err):
+            self.err = err
+
+        def cuOccupancyMaxActiveClusters(self, count, function, config):
+            c = ctypes.cast(config, ctypes.POINTER(_loader._LaunchConfig)).contents
+            seen.append((function.value, tuple(c.grid), tuple(c.block), c.shared_mem, c.num_attrs))
+            ctypes.cast(count, ctypes.POINTER(ctypes.c_int)).contents.value = 66
+            return self.err
+
+    prepared = []
+    monkeypatch.setattr(T, "_opt_in", lambda kernel, shared, device: prepared.append(("opt_in", kernel, shared)))
+    monkeypatch.setattr(T, "_two_per_sm", lambda kernel, device: prepared.append(("two_per_sm", kernel)))
+    monkeypatch.setattr(_loader, "kernel", lambda name, expr, device: types.SimpleNamespace(ptr=1234))
+    monkeypatch.setattr(cupy.cuda, "Device", lambda index: contextlib.nullcontext())
+    for err, want in ((0, 66), (1, 0)):
+        monkeypatch.setattr(_loader, "_libcuda", lambda err=err: FakeCuda(err))
+        T._max_active_clusters.cache_clear()
+        assert T._max_active_clusters(T.TWIN_KERNELS[2], 65536, 0) == want
+        assert seen[-1] == (1234, (2, 1, 1), (T.THREADS, 1, 1), 65536, 0)
+    assert prepared[-2:] == [("opt_in", T.TWIN_KERNELS[2], 65536), ("two_per_sm", T.TWIN_KERNELS[2])]
+    T._max_active_clusters.cache_clear()
+
 def test_the_default_compiles_and_routes_as_before():
     from kernels_cuda import _loader
     assert all(kernel in _loader.KERNELS["topk_indices.cu"] for kernel in T.TWIN_KERNELS.values())
