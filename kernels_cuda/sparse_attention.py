@@ -301,10 +301,18 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     cluster_merge = merge_in_clusters and splits == 2
     if cluster_merge:  # the two halves balanced to a block
         chunk = contract.cdiv(contract.cdiv(topk, 2), WS_SPLIT_TILE) * WS_SPLIT_TILE
-    if splits > 1 and not cluster_merge:  # the partials the combine kernel merges
-        part_out = torch.empty((layout.batch, splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
-                               device=q.device)
-        part_lse = torch.empty((layout.batch, splits, layout.heads), dtype=torch.float32, device=q.device)
+
+    def partials(rows, n):  # fp32 O and lse of n splits a row, which the combine kernel merges
+        return (torch.empty((rows, n, layout.heads, contract.ATTN_DIM), dtype=torch.float32, device=q.device),
+                torch.empty((rows, n, layout.heads), dtype=torch.float32, device=q.device))
+
+    def combine(rows, part_out, part_lse, sink, out, lse, n):  # over `rows` rows and their part_out's heads
+        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
+               (rows, contract.cdiv(part_out.shape[2], COMBINE_HEADS)), (32 * COMBINE_HEADS,),
+               (part_out, part_lse, sink, out, lse, layout.heads, n), q.device, pdl=True)
+
+    if splits > 1 and not cluster_merge:
+        part_out, part_lse = partials(layout.batch, splits)
     else:
         part_out, part_lse = lse, lse  # not read
     grid = (layout.batch, head_blocks, splits)
@@ -316,9 +324,7 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
                                             WS_SPLIT_TILE if WS_TAIL == "split64" else WG2_PAIR)
             tail = layout.batch * head_blocks % grid[0]
             if tail_splits > 1:  # their partials: [tail item][split][heads] (only the last head block's written)
-                part_out = torch.empty((tail, tail_splits, layout.heads, contract.ATTN_DIM), dtype=torch.float32,
-                                       device=q.device)
-                part_lse = torch.empty((tail, tail_splits, layout.heads), dtype=torch.float32, device=q.device)
+                part_out, part_lse = partials(tail, tail_splits)
     launch("sparse_attention.cu", f"{kernel}<{has_sink}, {'true' if splits > 1 else 'false'}{template_tail}>",
            grid, (threads,),
            (q, *rows_args, sink, out, lse, part_out, part_lse, layout.topk, layout.heads, chunk, *tail_args),
@@ -326,15 +332,10 @@ def launch_split(kernel, layout, tile, q, sink, has_sink, out, lse, rows_args, t
     if splits > 1 and not cluster_merge:
         # PDL: launched while the split kernel runs (the wgmma and pipe bodies trigger at their start), it
         # waits in pdl_wait() for that grid's partials: the combine's launch gap leaves the critical path
-        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
-               (layout.batch, contract.cdiv(layout.heads, COMBINE_HEADS)), (32 * COMBINE_HEADS,),
-               (part_out, part_lse, sink, out, lse, layout.heads, splits), q.device, pdl=True)
+        combine(layout.batch, part_out, part_lse, sink, out, lse, splits)
     if tail_splits > 1:
         # the tail items are the last `tail` rows of the last head block: the combine over those rows and heads
         # (pointer offsets; the row strides stay the call's heads)
-        tail, h0 = part_out.shape[0], (head_blocks - 1) * H64_HEADS
-        launch("sparse_attention.cu", f"dsv4_sparse_attention_combine<{has_sink}>",
-               (tail, H64_HEADS // COMBINE_HEADS), (32 * COMBINE_HEADS,),
-               (part_out[:, :, h0:], part_lse[:, :, h0:], sink[h0:] if has_sink == "true" else sink,
-                out[layout.batch - tail:, h0:], lse[layout.batch - tail:, h0:], layout.heads, tail_splits), q.device,
-               pdl=True)
+        h0 = (head_blocks - 1) * H64_HEADS
+        combine(tail, part_out[:, :, h0:], part_lse[:, :, h0:], sink[h0:] if has_sink == "true" else sink,
+                out[layout.batch - tail:, h0:], lse[layout.batch - tail:, h0:], tail_splits)
