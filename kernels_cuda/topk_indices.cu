@@ -3014,6 +3014,21 @@ __device__ __forceinline__ void twin_waves(unsigned long long mask, const Raw& r
     }
 }
 
+// visit(c, g, keys) for the groups of `mask` (twin_waves) of a CTA's columns from `from` (m of them, `groups`
+// groups, wide<8>'s chunks `split` groups long): the row's pointer and bounds held through the pass (64
+// registers leave room), not read again for each load
+template <class Visit>
+__device__ __forceinline__ void twin_groups(unsigned long long mask, const float* from, int m, int split, int groups,
+                                            int t, const Visit& visit) {
+    const auto group_of = [&](int c, int i) { return min(groups, c * split) + t + TOPK_THREADS * i; };
+    twin_waves(
+        mask, [&](int c, int i) { return chunk_raw4(from, group_of(c, i), m); },
+        [&](int c, int i, uint4 bits) {
+            const int g = group_of(c, i);
+            visit(c, g, keys_before(bits, 4 * g, m));
+        });
+}
+
 // A chunk's 16 bits of a thread's counts (above in 8, inside in 8) as classify4's packing (above | inside << 16)
 __device__ __forceinline__ unsigned int twin_unpack(unsigned long long counts, int c) {
     const unsigned int f = (unsigned int)(counts >> (16 * c)) & 0xffffu;
@@ -3155,8 +3170,6 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
     // (one walk) this thread's groups that pass max16, chunk c's group chunk_from(c) + t + 1024 i at bit 16 c + i:
     // the groups count_walk and place_walk visit, in the same order (chunk by chunk, i ascending)
     unsigned long long passing = 0ull;
-    const auto group_of = [&](int c, int i) { return min(groups, c * fresh(r.split)) + tid() + TOPK_THREADS * i; };
-    const auto raw_group = [&](int c, int i) { return chunk_raw4(src(), group_of(c, i), fresh(r.m)); };
     if (ONE_WALK) {
         {
             const unsigned int lo16 = fresh_u(r.lo) >> 16;
@@ -3173,8 +3186,8 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         unsigned long long counted = 0ull;  // 16 bits a chunk: above | inside << 8
         {
             const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
-            twin_waves(passing, raw_group, [&](int c, int i, uint4 bits) {
-                const unsigned int p = classify4(keys_before(bits, 4 * group_of(c, i), fresh(r.m)), lo_, hi_);
+            twin_groups(passing, src(), fresh(r.m), fresh(r.split), groups, tid(), [&](int c, int, uint4 q) {
+                const unsigned int p = classify4(q, lo_, hi_);
                 counted += (unsigned long long)((p & 0xffu) | (p >> 8)) << (16 * c);
             });
         }
@@ -3244,16 +3257,15 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
                            | (unsigned int)(first_inside + inside_before(c) + (int)(before[c] >> 16)) << 16;
             unsigned long long placed = 0ull;
             const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
-            twin_waves(passing, raw_group, [&](int c, int i, uint4 bits) {
-                const int g = group_of(c, i);
+            const int begin = fresh(r.begin);
+            twin_groups(passing, src(), fresh(r.m), fresh(r.split), groups, tid(), [&](int c, int g, uint4 q) {
                 unsigned int from = first[0];
 #pragma unroll
                 for (int d = 1; d < CHUNKS; ++d)
                     if (c == d) from = first[d];
                 from += twin_unpack(placed, c);
                 int slot_above = (int)(from & 0xffffu), slot_inside = (int)(from >> 16);
-                place4(keys_before(bits, 4 * g, fresh(r.m)), fresh(r.begin) + 4 * g, lo_, hi_, staging,
-                       slot_above, slot_inside, candidate);
+                place4(q, begin + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
                 placed += (unsigned long long)((slot_above - (int)(from & 0xffffu))
                                                | (slot_inside - (int)(from >> 16)) << 8) << (16 * c);
             });

@@ -345,7 +345,7 @@ def onewalk_model(row, n, k, reverse=False):
             mine[:, t_] = [unpack(counted, c) for c in range(chunks)]
         before = (np.cumsum(mine, axis=1) - mine) & 0xFFFFFFFF  # the scan, a chunk a word
         total = mine.sum(axis=1)
-        first = [((int(total[:c].sum() & 0xFFFF) if c else 0) + (int(before[c, t_]) & 0xFFFF) | (
+        first = [(sum(int(total[d]) & 0xFFFF for d in range(c)) + (int(before[c, t_]) & 0xFFFF) | (
                   first_inside + sum(int(total[d]) >> 16 for d in range(c)) + (int(before[c, t_]) >> 16)) << 16)
                  for t_ in t for c in range(chunks)]
         for t_ in t:
