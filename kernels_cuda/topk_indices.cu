@@ -3079,8 +3079,9 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
                                             long long table_stride, int k, int page_size, int options,
                                             WideShared<CLUSTER>& s, TwinRow<8 / CLUSTER>& r, int n) {
     constexpr int CHUNKS = 8 / CLUSTER;  // wide<8>'s chunks a CTA
-    // float4 loads in flight a thread: 64 KB an SM at either residency (two CTAs of 1024 threads, or one)
-    constexpr int LOADS = CLUSTER == 4 ? 2 : 4;
+    // float4 loads in flight a thread: 64 KB an SM at either residency (two CTAs of 1024 threads, or one);
+    // DSV4_TOPK_TWIN_FORM=onewalk8: twin<2> unrolls 8 (ptxas keeps 6-8 in flight within its 64 registers)
+    constexpr int LOADS = CLUSTER == 4 ? 2 : TWIN_LOADS_2;
     constexpr bool ONE_WALK = TWIN_ONE_WALK && CLUSTER == 2;  // twin<4>'s 32 registers keep the walks a chunk
     const bool fold = options & WIDE_FOLD;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: a group's max16, 2 bytes
