@@ -2983,6 +2983,94 @@ __device__ __forceinline__ void twin_count4(uint4 q, int g, unsigned short* max1
     }
 }
 
+// DSV4_TOPK_TWIN_FORM=onewalk (TWIN_ONE_WALK 1, docs/topk-s13a.md): twin<2>'s four counting walks and four placing
+// walks each one pass over the CTA's chunks. A walk a chunk exposed one global latency for every iteration with a
+// lane whose group passed max16 (its re-read used in the same iteration), ~5 a chunk for the slowest warp; here a
+// thread's passing groups are a mask (chunk c's group i at bit 16 c + i) and their re-reads go four at a time.
+// Groups of a wide<8> chunk a thread at most (MAX_CHUNK's): a chunk's 16 bits of the mask, a thread's counts in a
+// chunk (<= 4 a group) in 8 bits
+#define TWIN_GROUPS_A_THREAD ((MAX_CHUNK / 4 + TOPK_THREADS - 1) / TOPK_THREADS)
+static_assert(TWIN_GROUPS_A_THREAD <= 16 && 4 * TWIN_GROUPS_A_THREAD < 256, "a chunk's bits and counts fit");
+
+// The groups of `mask`, lowest bit first, four a wave: the wave's four re-reads (raw(c, i), the group's bits)
+// issued before visit(c, i, bits) uses the first, so a warp waits about one latency a wave (one wave: <= 4
+// groups a lane). The keys are made in visit: made here, each load's first use came before the next load.
+template <class Raw, class Visit>
+__device__ __forceinline__ void twin_waves(unsigned long long mask, const Raw& raw, const Visit& visit) {
+    while (mask) {
+        int bit[4];
+        uint4 q[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            bit[j] = mask ? __ffsll((long long)mask) - 1 : -1;
+            mask &= mask - 1;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (bit[j] >= 0) q[j] = raw(bit[j] >> 4, bit[j] & 15);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            if (bit[j] >= 0) visit(bit[j] >> 4, bit[j] & 15, q[j]);
+    }
+}
+
+// visit(c, g, keys) for the groups of `mask` (twin_waves) of a CTA's columns from `from` (m of them, `groups`
+// groups, wide<8>'s chunks `split` groups long): the row's pointer and bounds held through the pass (64
+// registers leave room), not read again for each load
+template <class Visit>
+__device__ __forceinline__ void twin_groups(unsigned long long mask, const float* from, int m, int split, int groups,
+                                            int t, const Visit& visit) {
+    const auto group_of = [&](int c, int i) { return min(groups, c * split) + t + TOPK_THREADS * i; };
+    twin_waves(
+        mask, [&](int c, int i) { return chunk_raw4(from, group_of(c, i), m); },
+        [&](int c, int i, uint4 bits) {
+            const int g = group_of(c, i);
+            visit(c, g, keys_before(bits, 4 * g, m));
+        });
+}
+
+// A chunk's 16 bits of a thread's counts (above in 8, inside in 8) as classify4's packing (above | inside << 16)
+__device__ __forceinline__ unsigned int twin_unpack(unsigned long long counts, int c) {
+    const unsigned int f = (unsigned int)(counts >> (16 * c)) & 0xffffu;
+    return (f & 0xffu) | (f >> 8) << 16;
+}
+
+// block_scan_packed of N words at once (one barrier, not N): sums holds N * TOPK_WARPS words, written again only
+// after another barrier
+template <int N>
+__device__ __forceinline__ void block_scan_packed_n(const unsigned int (&mine)[N], int* sums, unsigned int (&before)[N],
+                                                    unsigned int (&total)[N]) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    unsigned int inclusive[N];
+#pragma unroll
+    for (int c = 0; c < N; ++c) inclusive[c] = mine[c];
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+#pragma unroll
+        for (int c = 0; c < N; ++c) {
+            const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive[c], off);
+            if (lane >= off) inclusive[c] += x;
+        }
+    }
+    if (lane == 31) {
+#pragma unroll
+        for (int c = 0; c < N; ++c) sums[c * TOPK_WARPS + warp] = (int)inclusive[c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int c = 0; c < N; ++c) {
+        unsigned int b = lane < warp ? (unsigned int)sums[c * TOPK_WARPS + lane] : 0u;
+        unsigned int all = (unsigned int)sums[c * TOPK_WARPS + lane];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+            b += __shfl_xor_sync(0xffffffffu, b, off);
+            all += __shfl_xor_sync(0xffffffffu, all, off);
+        }
+        before[c] = b + inclusive[c] - mine[c];
+        total[c] = all;
+    }
+}
+
 // wide16_select with max16 words for the halves, on wide<8>'s chunks CHUNKS rank() .. CHUNKS rank() + CHUNKS - 1
 // (CHUNKS = 8 / CLUSTER; n > k)
 template <int CLUSTER>
@@ -2991,8 +3079,10 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
                                             long long table_stride, int k, int page_size, int options,
                                             WideShared<CLUSTER>& s, TwinRow<8 / CLUSTER>& r, int n) {
     constexpr int CHUNKS = 8 / CLUSTER;  // wide<8>'s chunks a CTA
-    // float4 loads in flight a thread: 64 KB an SM at either residency (two CTAs of 1024 threads, or one)
-    constexpr int LOADS = CLUSTER == 4 ? 2 : 4;
+    // float4 loads in flight a thread: 64 KB an SM at either residency (two CTAs of 1024 threads, or one);
+    // DSV4_TOPK_TWIN_FORM=onewalk8: twin<2> unrolls 8 (ptxas keeps 6-8 in flight within its 64 registers)
+    constexpr int LOADS = CLUSTER == 4 ? 2 : TWIN_LOADS_2;
+    constexpr bool ONE_WALK = TWIN_ONE_WALK && CLUSTER == 2;  // twin<4>'s 32 registers keep the walks a chunk
     const bool fold = options & WIDE_FOLD;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // here: a group's max16, 2 bytes
     unsigned short* const max16 = reinterpret_cast<unsigned short*>(chunk_keys);
@@ -3078,11 +3168,43 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
         return mine;
     };
     unsigned int before[CHUNKS], total[CHUNKS];
+    // (one walk) this thread's groups that pass max16, chunk c's group chunk_from(c) + t + 1024 i at bit 16 c + i:
+    // the groups count_walk and place_walk visit, in the same order (chunk by chunk, i ascending)
+    unsigned long long passing = 0ull;
+    if (ONE_WALK) {
+        {
+            const unsigned int lo16 = fresh_u(r.lo) >> 16;
 #pragma unroll
-    for (int c = 0; c < CHUNKS; ++c) {
-        const unsigned int mine = count_walk(chunk_from(c), chunk_to(c));
-        before[c] = c < CHUNKS - 1 ? wide_scan(mine, s.warp_sums, &total[c])
-                                   : block_scan_packed(mine, s.warp_sums, &total[c]);
+            for (int c = 0; c < CHUNKS; ++c) {
+                const int from = chunk_from(c) + tid(), to = chunk_to(c);
+#pragma unroll
+                for (int i = 0; i < TWIN_GROUPS_A_THREAD; ++i) {
+                    const int g = from + TOPK_THREADS * i;
+                    if (g < to && max16[g] >= lo16) passing |= 1ull << (16 * c + i);
+                }
+            }
+        }
+        unsigned long long counted = 0ull;  // 16 bits a chunk: above | inside << 8
+        {
+            const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+            twin_groups(passing, src(), fresh(r.m), fresh(r.split), groups, tid(), [&](int c, int, uint4 q) {
+                const unsigned int p = classify4(q, lo_, hi_);
+                counted += (unsigned long long)((p & 0xffu) | (p >> 8)) << (16 * c);
+            });
+        }
+        unsigned int mine[CHUNKS];
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) mine[c] = twin_unpack(counted, c);
+        // the four words' warp sums in counts (staging), free from store_bucket's barrier above to the barrier
+        // after r.total below (staging is written after it)
+        block_scan_packed_n<CHUNKS>(mine, counts, before, total);
+    } else {
+#pragma unroll
+        for (int c = 0; c < CHUNKS; ++c) {
+            const unsigned int mine = count_walk(chunk_from(c), chunk_to(c));
+            before[c] = c < CHUNKS - 1 ? wide_scan(mine, s.warp_sums, &total[c])
+                                       : block_scan_packed(mine, s.warp_sums, &total[c]);
+        }
     }
     static_assert(MAX_CHUNK < 65536, "a chunk's counts fit the packed 16-bit fields");
     if (tid() == 0) {
@@ -3126,10 +3248,34 @@ __device__ __forceinline__ void twin_select(const float* __restrict__ logits, lo
                 place4(full_keys(g), fresh(r.begin) + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
             }
         };
+        if (ONE_WALK) {
+            // chunk c's first slots (above | inside << 16: < k and <= FAST_CANDIDATES here), then the lane's earlier
+            // keys of chunk c (placed: 16 bits a chunk, as counts)
+            unsigned int first[CHUNKS];
 #pragma unroll
-        for (int c = 0; c < CHUNKS; ++c)
-            place_walk(chunk_from(c), chunk_to(c), above_before(c) + (int)(before[c] & 0xffffu),
-                       first_inside + inside_before(c) + (int)(before[c] >> 16));
+            for (int c = 0; c < CHUNKS; ++c)
+                first[c] = (unsigned int)(above_before(c) + (int)(before[c] & 0xffffu))
+                           | (unsigned int)(first_inside + inside_before(c) + (int)(before[c] >> 16)) << 16;
+            unsigned long long placed = 0ull;
+            const unsigned int lo_ = fresh_u(r.lo), hi_ = fresh_u(r.hi);
+            const int begin = fresh(r.begin);
+            twin_groups(passing, src(), fresh(r.m), fresh(r.split), groups, tid(), [&](int c, int g, uint4 q) {
+                unsigned int from = first[0];
+#pragma unroll
+                for (int d = 1; d < CHUNKS; ++d)
+                    if (c == d) from = first[d];
+                from += twin_unpack(placed, c);
+                int slot_above = (int)(from & 0xffffu), slot_inside = (int)(from >> 16);
+                place4(q, begin + 4 * g, lo_, hi_, staging, slot_above, slot_inside, candidate);
+                placed += (unsigned long long)((slot_above - (int)(from & 0xffffu))
+                                               | (slot_inside - (int)(from >> 16)) << 8) << (16 * c);
+            });
+        } else {
+#pragma unroll
+            for (int c = 0; c < CHUNKS; ++c)
+                place_walk(chunk_from(c), chunk_to(c), above_before(c) + (int)(before[c] & 0xffffu),
+                           first_inside + inside_before(c) + (int)(before[c] >> 16));
+        }
         cluster_arrive();
         __syncthreads();  // staging is complete
         write_mapped(out_row() + first_above, staging, cta_above, table_row(), page_size);

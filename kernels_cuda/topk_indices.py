@@ -177,6 +177,15 @@ TWIN_CTAS_PER_SM = 2
 # checked it: 43/43 and twin<2> bitwise wide<8>): the one with the fewer rounds at the device's max active clusters
 # (cuOccupancyMaxActiveClusters; H200 {4: 62, 2: 66}), 4 at a tie; `4` or `2` force one.
 TWIN_CHOICES = ("4", "2", "auto")
+# DSV4_TOPK_TWIN_FORM (read at import; docs/topk-s13a.md): `onewalk` compiles twin<2> with its counting walks and
+# placing walks each one pass over its four chunks (TWIN_ONE_WALK); `onewalk8` that and 8 float4 loads a thread in
+# its load loop (TWIN_LOADS_2) instead of 4; unset (or `chunks`), the walks a chunk and 4 loads
+TWIN_FORMS = ("chunks", "onewalk", "onewalk8")
+TWIN_FORM = os.environ.get("DSV4_TOPK_TWIN_FORM", "chunks")
+if TWIN_FORM not in TWIN_FORMS:
+    raise ValueError(f"DSV4_TOPK_TWIN_FORM={TWIN_FORM!r}: one of {', '.join(TWIN_FORMS)}")
+DEFINES["TWIN_ONE_WALK"] = int(TWIN_FORM != "chunks")
+DEFINES["TWIN_LOADS_2"] = 8 if TWIN_FORM == "onewalk8" else 4
 TWIN_KERNELS = {4: TWIN_KERNEL, 2: "dsv4_topk_indices_twin<2>"}
 TWIN_CTAS_PER_SM_OF = {4: TWIN_CTAS_PER_SM, 2: 1}
 SIGNATURES["dsv4_topk_indices_twin"] = SIGNATURES["dsv4_topk_indices_lean"]

@@ -309,6 +309,119 @@ def test_twins_slots_are_wide8s_in_order(data):
     assert ran >= 6
 
 
+TWIN_GROUPS_A_THREAD = -(-(T.MAX_CHUNK // 4) // THREADS)  # the kernel's: groups of a wide<8> chunk a thread at most
+U64 = (1 << 64) - 1
+
+
+def classify4(q, lo, hi):
+    """classify4: above | inside << 16 of four keys (key 0 neither)."""
+    return sum(1 if e > hi else 0x10000 if e != 0 and lo <= e <= hi else 0 for e in q)
+
+
+def onewalk_model(row, n, k, reverse=False):
+    """twin_select<2>'s ranked path at TWIN_ONE_WALK (DSV4_TOPK_TWIN_FORM=onewalk) for one aligned row (n > k),
+    line for line: each thread's passing groups as a 64-bit mask (chunk c's group i at bit 16 c + i), visited
+    lowest bit first (reverse: highest first, a mutation that must change the slots); a thread's counts in a
+    64-bit word, 16 bits a chunk (above | inside << 8); the four chunks' packed words scanned over the threads;
+    the placing pass from each chunk's first slots (above | inside << 16) plus the thread's earlier keys of that
+    chunk. The raw columns by slot, or None where the threshold bin holds more than FAST_CANDIDATES keys."""
+    keys = sortable_key(row[:n])
+    chunk = (-(-n // 8) + 3) & ~3  # wide<8>'s
+    chunks, split = 4, chunk >> 2
+    ctas = []
+    for p in range(2):
+        begin = min(n, chunks * p * chunk)
+        m = min(n, begin + chunks * chunk) - begin
+        groups = (m + 3) >> 2
+        words = np.zeros(4 * groups, np.uint32)
+        words[:m] = keys[begin:begin + m]
+        ctas.append((begin, groups, words, np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)))
+    bucket = cluster_bucket([c[3] for c in ctas], k)
+    if bucket is None:
+        return None
+    b, remaining, inside, lo, hi = bucket
+    out = np.full(k, -1, np.int64)
+    candidates = {}
+    t = np.arange(THREADS)
+    for p, (begin, groups, words, hist) in enumerate(ctas):
+        first_above = sum(int(c[3][b + 1:].sum()) for c in ctas[:p])
+        first_inside = sum(int(c[3][b]) for c in ctas[:p])
+        q = words.reshape(-1, 4).astype(np.int64)
+        max16 = q.max(axis=1) >> 16
+        first_group = [min(groups, c * split) for c in range(chunks)]  # chunk_from (and group_of)
+        last_group = [groups if c == chunks - 1 else min(groups, (c + 1) * split) for c in range(chunks)]
+        mask = np.zeros(THREADS, object)
+        for c in range(chunks):
+            for i in range(TWIN_GROUPS_A_THREAD):
+                g = first_group[c] + t + THREADS * i
+                inside_chunk = g < last_group[c]
+                passing = np.zeros(THREADS, bool)
+                passing[inside_chunk] = max16[g[inside_chunk]] >= lo >> 16
+                mask += np.where(passing, 1 << (16 * c + i), 0).astype(object)
+        assert not (q[max16 < lo >> 16] >= lo).any()  # the filter drops no group holding a key at or above lo
+
+        def visits(bits):
+            order = [j for j in range(64) if bits >> j & 1]
+            for j in (order[::-1] if reverse else order):
+                c, i = j >> 4, j & 15
+                yield c, first_group[c] + int(t_) + THREADS * i
+
+        def unpack(word, c):
+            f = word >> (16 * c) & 0xFFFF
+            return (f & 0xFF) | (f >> 8) << 16
+
+        busy = [int(t_) for t_ in t if mask[t_]]  # the threads with a passing group (the others count 0, place none)
+        mine = np.zeros((chunks, THREADS), np.int64)
+        for t_ in busy:
+            counted = 0
+            for c, g in visits(int(mask[t_])):
+                packed = classify4(q[g], lo, hi)
+                counted = (counted + (((packed & 0xFF) | (packed >> 8)) << (16 * c))) & U64
+            mine[:, t_] = [unpack(counted, c) for c in range(chunks)]
+        before = (np.cumsum(mine, axis=1) - mine) & 0xFFFFFFFF  # the scan, a chunk a word
+        total = mine.sum(axis=1)
+        for t_ in busy:
+            first = [(sum(int(total[d]) & 0xFFFF for d in range(c)) + (int(before[c, t_]) & 0xFFFF) | (
+                      first_inside + sum(int(total[d]) >> 16 for d in range(c)) + (int(before[c, t_]) >> 16)) << 16)
+                     for c in range(chunks)]
+            placed = 0
+            for c, g in visits(int(mask[t_])):
+                start = (first[c] + unpack(placed, c)) & 0xFFFFFFFF
+                slot_above, slot_inside = start & 0xFFFF, start >> 16
+                for j in range(4):
+                    if q[g, j] > hi:
+                        assert out[first_above + slot_above] == -1
+                        out[first_above + slot_above] = begin + 4 * g + j
+                        slot_above += 1
+                    elif q[g, j] != 0 and lo <= q[g, j] <= hi:
+                        assert slot_inside not in candidates
+                        candidates[slot_inside] = (int(q[g, j]), begin + 4 * g + j)
+                        slot_inside += 1
+                placed = (placed + (((slot_above - (start & 0xFFFF)) | (slot_inside - (start >> 16)) << 8)
+                                    << (16 * c))) & U64
+    return rank_candidates(out, candidates, k, remaining, inside)
+
+
+@pytest.mark.parametrize("data", ["normal", "ties", "inf"])
+def test_the_one_walk_forms_slots_are_wide8s(data):
+    # twin<2> at DSV4_TOPK_TWIN_FORM=onewalk: the rows of a twin batch as above, and the widest (8 chunks of
+    # MAX_CHUNK: 10 groups a thread a chunk, the mask's and the counts' widest fields); visiting a thread's
+    # groups highest bit first (the order a chunk's keys take their slots) must change them
+    rng = np.random.default_rng(10 + len(data))
+    ran = 0
+    for n, k in [(262144, 512), (8 * T.MAX_CHUNK, 512), (200003, 1024), (9001, 2048), (600, 512)]:
+        row = model_row(rng, n, data)
+        want = wide_model(row, n, k, 8, 0)
+        got = onewalk_model(row, n, k)
+        assert (got is None) == (want is None), n
+        if got is not None:
+            ran += 1
+            assert np.array_equal(got, want), (n, k)
+            if n == 262144:
+                assert not np.array_equal(onewalk_model(row, n, k, reverse=True), want)
+    assert ran >= 3
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(T.LONG_PLAN == "", reason="DSV4_TOPK_LONG_PLAN=off (read at import): nothing routed")
 @pytest.mark.parametrize("twin", ["4", "2"])
