@@ -2238,11 +2238,9 @@ __global__ void __launch_bounds__(256, 1)
 struct alignas(64) WsQTensorMap {
     unsigned long long opaque[16];
 };
-#define WS_Q_MAP_PARAM , const __grid_constant__ WsQTensorMap q_map
 #define WS_Q_MAP_REF , const WsQTensorMap& q_map  // (the kernel parameter's own address: TMA reads it there)
 #define WS_Q_MAP_ARG , q_map
 #else
-#define WS_Q_MAP_PARAM
 #define WS_Q_MAP_REF
 #define WS_Q_MAP_ARG
 #endif
@@ -3268,11 +3266,20 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
 }
 #endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
+// (two headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py parses the first against
+// SIGNATURES, tests/test_attention_q_tma.py the second)
 template <bool HAS_SINK, bool SPLIT>
+#if !WS_Q_TMA
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
-                             int chunk, float sm_scale, int batch, int kv_policy WS_Q_MAP_PARAM) {
+                             int chunk, float sm_scale, int batch, int kv_policy) {
+#else
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                             unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                             int chunk, float sm_scale, int batch, int kv_policy, const __grid_constant__ WsQTensorMap q_map) {
+#endif
 #if WG_AVAILABLE
 #if WS_PERSISTENT
     if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)

@@ -110,6 +110,17 @@ def test_tmap_argument_kind():
             _loader.launch_values("k", params, (4, bad))
 
 
+def test_the_switched_ws_header_declares_the_tmap_signature():
+    """The ws kernel's second header (#else of !WS_Q_TMA) is the first's parameter list plus the tensor map, as the
+    switched SIGNATURES entry says (tests/test_cuda_loader.py checks the first against the default entry)."""
+    headers = re.findall(r"__global__[^;{]*?\bdsv4_sparse_attention_ws\(([^)]*)\)", CU)
+    assert len(headers) == 2
+    plain = [" ".join(re.findall(r"\w+", h)) for h in headers]
+    assert plain[1] == plain[0] + " const __grid_constant__ WsQTensorMap q_map"
+    names = [d.split()[1] for d in attn.SIGNATURES["dsv4_sparse_attention_ws"]]
+    assert plain[0].split()[-1] == names[-1] == "kv_policy"  # the default entry ends where the first header does
+
+
 def test_q_switch_defaults_to_the_producers_copies():
     assert attn.Q_LOAD == "copies" and not attn.WS_Q_TMA and attn.DEFINES["WS_Q_TMA"] == 0
     assert "tmap q_map" not in attn.SIGNATURES["dsv4_sparse_attention_ws"]
