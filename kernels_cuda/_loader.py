@@ -216,7 +216,7 @@ def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False, clust
     stream = torch.cuda.current_stream(device).cuda_stream
     with cupy.cuda.Device(_index(device)):
         pdl = pdl and _pdl_supported(_index(device))
-        if pdl or cluster is not None:
+        if pdl or cluster is not None or any(isinstance(v, np.void) for v in values):  # (CuPy's takes no tmap)
             _launch_ex(fn.ptr, grid, block, values, shared_mem, stream, pdl, cluster)
         else:
             fn(tuple(grid), tuple(block), values, shared_mem=shared_mem, stream=cupy.cuda.ExternalStream(stream))
@@ -282,11 +282,33 @@ def _launch_ex(function, grid, block, values, shared_mem, stream, pdl, cluster):
                                                 for i, v in wanted])
     config = _LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared_mem,
                            ctypes.c_void_p(stream), attrs, len(wanted))
-    holders = [_CTYPE[np.asarray(v).dtype](v.item()) for v in values]
+    holders = [(ctypes.c_ubyte * v.dtype.itemsize).from_buffer_copy(v.tobytes()) if isinstance(v, np.void)
+               else _CTYPE[np.asarray(v).dtype](v.item()) for v in values]
     params = (ctypes.c_void_p * len(holders))(*[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
     err = _libcuda().cuLaunchKernelEx(ctypes.byref(config), ctypes.c_void_p(function), params, None)
     if err:
         raise RuntimeError(f"cuLaunchKernelEx failed with CUresult {err}")
+
+
+TENSOR_MAP_BYTES = 128  # sizeof(CUtensorMap)
+
+
+def tensor_map_tiled(address, data_type, dims, strides, box, swizzle, l2_promotion):
+    """cuTensorMapEncodeTiled (driver API, host only): the CUtensorMap bytes of a tensor at device `address` with
+    global `dims` (innermost first), byte `strides` of the dims past the first, `box` (elements a copy, innermost
+    first), element strides 1, no interleave, `swizzle` and `l2_promotion` (CUtensor* enum values), out-of-bounds
+    elements zero. A kernel takes it as a `tmap` parameter (const __grid_constant__, 64-byte aligned there)."""
+    rank = len(dims)
+    raw = ctypes.create_string_buffer(TENSOR_MAP_BYTES + 64)
+    out = (ctypes.addressof(raw) + 63) & ~63  # the driver wants the map 64-byte aligned
+    u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+    err = _libcuda().cuTensorMapEncodeTiled(
+        ctypes.c_void_p(out), ctypes.c_int(data_type), u32(rank), ctypes.c_void_p(address), (u64 * rank)(*dims),
+        (u64 * max(rank - 1, 1))(*strides), (u32 * rank)(*box), (u32 * rank)(*[1] * rank),
+        ctypes.c_int(0), ctypes.c_int(swizzle), ctypes.c_int(l2_promotion), ctypes.c_int(0))
+    if err:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed with CUresult {err}")
+    return ctypes.string_at(out, TENSOR_MAP_BYTES)
 
 
 def _opt_in_shared(fn, nbytes):
@@ -310,7 +332,7 @@ def _arg(a):
     return a  # numpy scalars as given (np.int64 for 64-bit counts)
 
 
-KINDS = ("ptr", "i32", "i64", "f32")  # a device pointer, int, long long, float
+KINDS = ("ptr", "i32", "i64", "f32", "tmap")  # a device pointer, int, long long, float, CUtensorMap (128 bytes)
 _INT_RANGE = {"i32": (np.int32, -2 ** 31, 2 ** 31 - 1), "i64": (np.int64, -2 ** 63, 2 ** 63 - 1)}
 
 
@@ -353,6 +375,10 @@ def launch_values(kernel, params, args):
         elif kind == "f32":
             if isinstance(a, (float, int, np.floating, np.integer)):
                 values.append(np.float32(a))
+                continue
+        elif kind == "tmap":
+            if isinstance(a, bytes) and len(a) == TENSOR_MAP_BYTES:  # tensor_map_tiled's
+                values.append(np.frombuffer(a, dtype=np.dtype((np.void, TENSOR_MAP_BYTES)))[0])
                 continue
         elif isinstance(a, (int, np.integer)):
             ctype, lo, hi = _INT_RANGE[kind]

@@ -2230,6 +2230,20 @@ __global__ void __launch_bounds__(256, 1)
 #define WS_PRODUCER_REGS 72
 #define WS_SHARED_BYTES (1024 + 3 * WG_MAT_BYTES + 2 * 64 * 128 + 2 * 2 * 64 * 4 + 9 * 8 + WS_FLAGS_SMEM * 16 + WS_PERSISTENT * 8)
 #define WS_HALF_BYTES (WG_MAT_BYTES / 2)  // 4 chunks of 64 dims
+#if WS_Q_TMA
+// WS_Q_TMA (DSV4_ATTENTION_Q=tma, docs/attn-s13a.md): Q arrives by TMA, not by the producer's cp.async. The kernels
+// take q as a 2-D tensor map (a CUtensorMap: sparse_attention.py's q_tensor_map, cuTensorMapEncodeTiled) over the
+// [batch x heads, 512] bf16 rows, box 64 dims x 64 heads, 128-byte swizzle: the box of dims 64 c .. 64 c + 63 lands as
+// chunk c of the swizzled Q tile (swizzled_offset's layout; tests/test_attention_q_tma.py models it)
+struct alignas(64) WsQTensorMap {
+    unsigned long long opaque[16];
+};
+#define WS_Q_MAP_REF , const WsQTensorMap& q_map  // (the kernel parameter's own address: TMA reads it there)
+#define WS_Q_MAP_ARG , q_map
+#else
+#define WS_Q_MAP_REF
+#define WS_Q_MAP_ARG
+#endif
 enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
 
 #if WG_AVAILABLE
@@ -2241,6 +2255,21 @@ __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
 __device__ __forceinline__ void cp_async_mbar_arrive(unsigned int bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+#if WS_Q_TMA
+// (one thread) the 64 heads of Q rows row0 .. row0 + 63 into the swizzled tile at q_addr: bar_q armed for its 64 KB,
+// then one TMA copy a 64-dim chunk (8 KB each), completing on bar_q
+__device__ __forceinline__ void ws_q_tma(const WsQTensorMap& q_map, unsigned int q_addr, unsigned int bar_q, int row0) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar_q), "n"(WG_MAT_BYTES) : "memory");
+    const unsigned long long map = reinterpret_cast<unsigned long long>(&q_map);
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+                q_addr + c * WG_CHUNK_BYTES(64)),
+            "l"(map), "r"(c * 64), "r"(row0), "r"(bar_q)
+            : "memory");
+}
+#endif
 // cp_async16_l2_256 that reads `bytes` (16 or 0) of the source and zero-fills the rest, under the L2
 // cache policy `policy` (evict_last_policy)
 __device__ __forceinline__ void cp_async16_l2_256_fill(unsigned int dst, const void* gmem, unsigned int bytes,
@@ -2773,7 +2802,7 @@ struct WsSmem {
     // thread 0 initialises, every thread waits for it
     __device__ __forceinline__ void init_barriers() const {
         if (threadIdx.x == 0) {
-            mbar_init(bar_q, 128);
+            mbar_init(bar_q, WS_Q_TMA ? 1 : 128);  // the producer's 128 noinc arrivals, or WS_Q_TMA's expect_tx
             for (int h = 0; h < 4; ++h) {
                 mbar_init(ready(h), WS_FLAGS_SMEM && (h == 0 || h == 3) ? 136 : 128);
                 mbar_init(free_bar(h), 128);
@@ -2851,7 +2880,7 @@ template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
                                               const float* sink, unsigned short* out, float* lse, float* part_out,
                                               float* part_lse, int K, int heads, int chunk, float sm_scale, int batch,
-                                              int kv_policy) {
+                                              int kv_policy WS_Q_MAP_REF) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     const WsSmem<true> ws(smem);
@@ -2864,6 +2893,24 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
     // the tail items' splits (ws_piece): chunk >= n (the host's choice where no split pays) leaves them whole
     const int full = items - items % gridDim.x, tail_splits = chunk > 0 && chunk < n ? (n + chunk - 1) / chunk : 1;
     const int work = full + (items - full) * tail_splits;
+#endif
+#if WS_Q_TMA
+    // Q of this CTA's piece w (an item, or under WS_TAIL_SPLIT a split of one) by one math thread: the first now (thread
+    // 0), each next one by refill_q (q_free complete: both warpgroups' last S are done with Q)
+#if WS_TAIL_SPLIT
+    const int q_pieces = work;
+#else
+    const int q_pieces = items;
+#endif
+    auto issue_q = [&](int w) {
+#if WS_TAIL_SPLIT
+        const int item = ws_piece(w, full, tail_splits, n, chunk).item;
+#else
+        const int item = w;
+#endif
+        ws_q_tma(q_map, ws.q_addr, ws.bar_q, (item % batch) * heads + (item / batch) * 64);
+    };
+    if (threadIdx.x == 0 && (int)blockIdx.x < q_pieces) issue_q(blockIdx.x);
 #endif
     const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
     auto pair_count = [&]() {
@@ -2906,6 +2953,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             ws_prefetch_rows_l2(ids, kv_bytes, unit);  // (waits for those loads, under the last item's last pair)
 #endif
 #endif
+#if WS_Q_TMA
+            (void)hb;  // (Q's rows: the math thread's issue_q)
+#else
             if (it > 0) mbar_wait(ws.q_free, (it - 1) & 1);  // the last item's S are done with Q
             {
                 const unsigned char* q_rows = reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + hb * 64) * DIM * 2;
@@ -2915,6 +2965,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                     cp_async16(ws.q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
                 cp_async_mbar_arrive(ws.bar_q);
             }
+#endif
 #if !WS_PRODUCER_AHEAD
             auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
 #endif
@@ -3002,8 +3053,30 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         auto publish_and_pv_own = [&](int at, int bar, float alpha_lo, float alpha_hi, unsigned int v_addr) {
             ws_publish_and_pv_own(o, s, p, ws.max_s, at, bar, m_lo, m_hi, r_lo, r_hi, t, alpha_lo, alpha_hi, v_addr);
         };
+#if WS_Q_TMA
+        // pairs == 0 only where K == 0, so in every piece: no S reads Q, nothing refills it, only the first Q (issued
+        // above) is waited for (a refill_q for that case, anywhere in the loop, made ptxas serialise the wgmmas, C7518)
+        if (pairs > 0 || it == 0) mbar_wait(ws.bar_q, it & 1);
+#else
         mbar_wait(ws.bar_q, it & 1);
+#endif
         if (pairs == 0) mbar_arrive(ws.q_free);  // no S reads this item's Q
+#if WS_Q_TMA
+#if WS_TAIL_SPLIT
+        const int next_piece = w + (int)gridDim.x;
+#else
+        const int next_piece = item + (int)gridDim.x;
+#endif
+        // the next piece's Q by warpgroup 1's thread 0 once this one's S are done with it (q_free), where no wgmma of
+        // its warpgroup is in flight (under warpgroup 0's last P_B V_B,L, issuing it serialised the wgmmas: C7518,
+        // WG.DP in a divergent path)
+        auto refill_q = [&]() {
+            if (threadIdx.x == 128 && next_piece < q_pieces) {
+                mbar_wait(ws.q_free, it & 1);
+                issue_q(next_piece);
+            }
+        };
+#endif
         if (half == 0) {
             const unsigned int own_v = ws.kv_addr, other_v = ws.kv_addr + WG_MAT_BYTES;
 #if WS_FLAGS_SMEM
@@ -3050,6 +3123,9 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
                 wg_bar_sync(WS_BAR_MAX_A, 256);
+#if WS_Q_TMA
+                if (j + 1 == pairs) refill_q();  // warpgroup 0 published its max after its last S landed: q_free is done
+#endif
                 ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                                 alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
@@ -3190,16 +3266,25 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
 }
 #endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
+// (two headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py parses the first against
+// SIGNATURES, tests/test_attention_q_tma.py the second)
 template <bool HAS_SINK, bool SPLIT>
+#if !WS_Q_TMA
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
                              int chunk, float sm_scale, int batch, int kv_policy) {
+#else
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                             unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                             int chunk, float sm_scale, int batch, int kv_policy, const __grid_constant__ WsQTensorMap q_map) {
+#endif
 #if WG_AVAILABLE
 #if WS_PERSISTENT
     if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
         ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, part_out, part_lse, K, heads, chunk, sm_scale, batch,
-                                kv_policy);
+                                kv_policy WS_Q_MAP_ARG);
         return;
     }
 #endif
@@ -3213,6 +3298,9 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
     const int k_begin = blockIdx.z * chunk;
     const int n = max(min(K - k_begin, chunk), 0);
     const int* idx_row = indices + (long long)b * K + k_begin;
+#if WS_Q_TMA
+    if (threadIdx.x == 0) ws_q_tma(q_map, ws.q_addr, ws.bar_q, b * heads + blockIdx.y * 64);  // math thread 0
+#endif
     // warp-uniform as far as ptxas can tell (a shuffle's result): a role branch on threadIdx alone made
     // it serialise every wgmma (C7519, "WG.AR in divergent path")
     const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x >> 7, 0), lt = threadIdx.x & 127;
@@ -3234,6 +3322,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         ws_load_ids(ids, idx_row, n, lt >> 3, 0);
         ws_load_ids(ids_next, idx_row, n, lt >> 3, 1);
 #endif
+#if !WS_Q_TMA
         {  // Q: thread lt copies piece lt % 64 of lines lt / 64 + 2k
             const unsigned char* q_rows =
                 reinterpret_cast<const unsigned char*>(q) + ((long long)b * heads + blockIdx.y * 64) * DIM * 2;
@@ -3243,6 +3332,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
                 cp_async16(ws.q_s + swizzled_offset(64, r, piece), q_rows + r * DIM * 2 + piece * 16);
             cp_async_mbar_arrive(ws.bar_q);
         }
+#endif
         // thread lt copies 16-byte unit lt % 8 of each 128-byte chunk line of rows lt / 8 + 16k: 8
         // threads cover a line's 128 contiguous bytes. Rows r = row0 + 16k share r & 7 = row0 & 7, so
         // every destination is `dst0` plus a constant: swizzled_offset(64, r, 8 chunk + unit) =

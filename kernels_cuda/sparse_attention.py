@@ -47,7 +47,7 @@ import os
 import torch
 
 from harness import contract, plans
-from kernels_cuda._loader import launch
+from kernels_cuda._loader import launch, tensor_map_tiled
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
@@ -84,6 +84,15 @@ PRODUCERS = ("loads", "ahead", "prefetch")
 PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
 if PRODUCER not in PRODUCERS:
     raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
+# ws (docs/attn-s13a.md; opt-in until timed): DSV4_ATTENTION_Q=tma brings Q by 8 TMA copies (cp.async.bulk.tensor,
+# 128-byte swizzle) that math thread 0 issues on bar_q (expect_tx), as FlashMLA does, so the producer starts on the
+# indices and gathers at once; the persistent kernel refills Q from that thread too. copies (default): the producer's
+# 4096 cp.async an item. Only how Q arrives changes: the same bits
+Q_LOADS = ("copies", "tma")
+Q_LOAD = os.environ.get("DSV4_ATTENTION_Q", "copies")
+if Q_LOAD not in Q_LOADS:
+    raise ValueError(f"DSV4_ATTENTION_Q={Q_LOAD!r}: one of {', '.join(Q_LOADS)}")
+WS_Q_TMA = Q_LOAD == "tma"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -139,7 +148,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
            "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT),
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
-           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch")}
+           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA)}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
@@ -181,7 +190,8 @@ _FP8_SPLIT = ("ptr q", "ptr kv_cache", "ptr indices", *_SPLIT, "i32 page_shift",
 SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT, "i32 K", "i32 heads", "f32 sm_scale"),
               **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
               # batch: the persistent grid's item count; kv_policy: kv_policy()'s
-              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch", "i32 kv_policy"),
+              "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch", "i32 kv_policy",
+                                           *(("tmap q_map",) if WS_Q_TMA else ())),  # WS_Q_TMA: q_tensor_map's
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -226,6 +236,31 @@ def choose_kernel(choice, capability, heads, batch, sms, shared_optin, aligned):
     return "wgmma" if fits("wgmma") else "h64"  # wgmma, or auto where ws does not fit
 
 
+# WS_Q_TMA's tensor map: q as [rows = batch x heads, 512] bf16 (row pitch 1 KB), a box of 64 dims x 64 heads: the copy
+# of dims 64 c .. 64 c + 63 (128 bytes a head, the 128-byte swizzle's span) lands as chunk c of the swizzled Q tile
+Q_TMA_BOX = (64, 64)  # (dims, heads)
+Q_TMA_SWIZZLE_128B = 3  # CU_TENSOR_MAP_SWIZZLE_128B
+Q_TMA_BF16 = 9  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+Q_TMA_L2_256B = 3  # CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+
+
+def q_tensor_map_args(rows):
+    """cuTensorMapEncodeTiled's arguments for a q of `rows` rows (less its address): data type, global dims (innermost
+    first), the strides in bytes of the dims past the first, the box, swizzle, L2 promotion."""
+    return (Q_TMA_BF16, (contract.ATTN_DIM, rows), (KV_ROW_BYTES,), Q_TMA_BOX, Q_TMA_SWIZZLE_128B, Q_TMA_L2_256B)
+
+
+@functools.lru_cache(maxsize=256)
+def _q_tensor_map(address, rows):
+    return tensor_map_tiled(address, *q_tensor_map_args(rows))
+
+
+def q_tensor_map(q, layout):
+    """The 128-byte CUtensorMap of q (a kernel parameter, so CUDA graphs capture it by value): one host-side encode
+    (a few us) per q address and row count, then cached."""
+    return _q_tensor_map(q.data_ptr(), layout.batch * layout.heads)
+
+
 def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True):
     layout = contract.check_sparse_attention(q, kv, indices, sm_scale=sm_scale, attn_sink=attn_sink,
                                              validate=validate)
@@ -248,7 +283,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     late = LATE_PV and kernel in ("pipe", "pair")
     ws = kernel == "ws"
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
-                 (float(sm_scale), layout.batch, kv_policy(layout, kv.shape[0])) if ws else (float(sm_scale),),
+                 (float(sm_scale), layout.batch, kv_policy(layout, kv.shape[0]),
+                  *((q_tensor_map(q, layout),) if WS_Q_TMA else ())) if ws else (float(sm_scale),),
                  LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
                  threads=WS_THREADS if ws else H64_WARPS * 32,
                  persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0,
