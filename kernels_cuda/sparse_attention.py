@@ -84,12 +84,13 @@ PRODUCERS = ("loads", "ahead", "prefetch")
 PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
 if PRODUCER not in PRODUCERS:
     raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
-# ws (docs/attn-s13a.md; opt-in until timed): DSV4_ATTENTION_Q=tma brings Q by 8 TMA copies (cp.async.bulk.tensor,
+# ws (docs/attn-s13a.md): DSV4_ATTENTION_Q=tma (the default since session 13's call 1: decode b64 H64 30.4 -> 29.2 us,
+# b64 H128 51.0 -> 49.2 on the H200, bitwise the copies' output) brings Q by 8 TMA copies (cp.async.bulk.tensor,
 # 128-byte swizzle) that math thread 0 issues on bar_q (expect_tx), as FlashMLA does, so the producer starts on the
-# indices and gathers at once; the persistent kernel refills Q from that thread too. copies (default): the producer's
-# 4096 cp.async an item. Only how Q arrives changes: the same bits
+# indices and gathers at once; the persistent kernel refills Q from that thread too. copies: the producer's 4096
+# cp.async an item. Only how Q arrives changes: the same bits
 Q_LOADS = ("copies", "tma")
-Q_LOAD = os.environ.get("DSV4_ATTENTION_Q", "copies")
+Q_LOAD = os.environ.get("DSV4_ATTENTION_Q", "tma")
 if Q_LOAD not in Q_LOADS:
     raise ValueError(f"DSV4_ATTENTION_Q={Q_LOAD!r}: one of {', '.join(Q_LOADS)}")
 WS_Q_TMA = Q_LOAD == "tma"

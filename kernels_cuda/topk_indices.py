@@ -13,7 +13,7 @@ the solo rows off; DSV4_TOPK_FOLD=0 exchanges the cluster CTAs' write-out runs a
 instead of reading them from the peers' histograms; DSV4_TOPK_SUM=direct sums the cluster's
 histograms by every CTA reading every peer's (the reduce-scatter's predecessor); DSV4_TOPK_GROUPS=0
 gives every row past the solo bound the launch's whole cluster (by default the 4- and 8-CTA kernels
-give it the fewest CTAs whose chunks fit the bound, WIDE_GROUPS); DSV4_TOPK_EARLY=1 (opt-in) lets a
+give it the fewest CTAs whose chunks fit the bound, WIDE_GROUPS); DSV4_TOPK_EARLY (default 1; 0 turns it off) lets a
 one-wave cluster launch schedule the next kernel at its start. More rows of up to
 FAST_COLUMNS than one wave of the fast kernel (256 x 16384) run `dsv4_topk_indices_half`: the fast
 kernel on the fp16-rounded score's bins, its keys two a register, two CTAs an SM (docs/topk-s9a.md;
@@ -177,11 +177,12 @@ TWIN_CTAS_PER_SM = 2
 # checked it: 43/43 and twin<2> bitwise wide<8>): the one with the fewer rounds at the device's max active clusters
 # (cuOccupancyMaxActiveClusters; H200 {4: 62, 2: 66}), 4 at a tie; `4` or `2` force one.
 TWIN_CHOICES = ("4", "2", "auto")
-# DSV4_TOPK_TWIN_FORM (read at import; docs/topk-s13a.md): `onewalk` compiles twin<2> with its counting walks and
-# placing walks each one pass over its four chunks (TWIN_ONE_WALK); `onewalk8` that and 8 float4 loads a thread in
-# its load loop (TWIN_LOADS_2) instead of 4; unset (or `chunks`), the walks a chunk and 4 loads
+# DSV4_TOPK_TWIN_FORM (read at import; docs/topk-s13a.md): `onewalk` (the default since session 13's call 1: 64 x
+# 262144 52.5 -> 38.6 us on the H200, twin<2> bitwise wide<8>) compiles twin<2> with its counting walks and placing
+# walks each one pass over its four chunks (TWIN_ONE_WALK); `onewalk8` that and 8 float4 loads a thread in its load
+# loop (TWIN_LOADS_2) instead of 4 (39.6); `chunks`, the walks a chunk and 4 loads (session 12's form)
 TWIN_FORMS = ("chunks", "onewalk", "onewalk8")
-TWIN_FORM = os.environ.get("DSV4_TOPK_TWIN_FORM", "chunks")
+TWIN_FORM = os.environ.get("DSV4_TOPK_TWIN_FORM", "onewalk")
 if TWIN_FORM not in TWIN_FORMS:
     raise ValueError(f"DSV4_TOPK_TWIN_FORM={TWIN_FORM!r}: one of {', '.join(TWIN_FORMS)}")
 DEFINES["TWIN_ONE_WALK"] = int(TWIN_FORM != "chunks")
@@ -506,7 +507,7 @@ def _launches_from_env(batch, columns, aligned, sms, clusters, env):
                     direct_sum=env.get("DSV4_TOPK_SUM", "scatter") == "direct",
                     groups=env.get("DSV4_TOPK_GROUPS", "1") != "0",
                     groups_bound=int(env.get("DSV4_TOPK_GROUPS_BOUND", "0")),
-                    early=env.get("DSV4_TOPK_EARLY", "0") == "1", lean=LEAN, pairs=PAIRS,
+                    early=env.get("DSV4_TOPK_EARLY", "1") == "1", lean=LEAN, pairs=PAIRS,
                     long=env.get("DSV4_TOPK_LONG", ""))
 
 

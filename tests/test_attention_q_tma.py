@@ -112,28 +112,29 @@ def test_tmap_argument_kind():
 
 def test_the_switched_ws_header_declares_the_tmap_signature():
     """The ws kernel's second header (#else of !WS_Q_TMA) is the first's parameter list plus the tensor map, as the
-    switched SIGNATURES entry says (tests/test_cuda_loader.py checks the first against the default entry)."""
+    default SIGNATURES entry says (WS_Q_TMA on)."""
     headers = re.findall(r"__global__[^;{]*?\bdsv4_sparse_attention_ws\(([^)]*)\)", CU)
     assert len(headers) == 2
     plain = [" ".join(re.findall(r"\w+", h)) for h in headers]
     assert plain[1] == plain[0] + " const __grid_constant__ WsQTensorMap q_map"
     names = [d.split()[1] for d in attn.SIGNATURES["dsv4_sparse_attention_ws"]]
-    assert plain[0].split()[-1] == names[-1] == "kv_policy"  # the default entry ends where the first header does
+    assert names[-1] == "q_map" and plain[0].split()[-1] == names[-2] == "kv_policy"  # the default entry: tmap last
 
 
-def test_q_switch_defaults_to_the_producers_copies():
-    assert attn.Q_LOAD == "copies" and not attn.WS_Q_TMA and attn.DEFINES["WS_Q_TMA"] == 0
-    assert "tmap q_map" not in attn.SIGNATURES["dsv4_sparse_attention_ws"]
+def test_q_switch_defaults_to_tma():
+    assert attn.Q_LOAD == "tma" and attn.WS_Q_TMA and attn.DEFINES["WS_Q_TMA"] == 1
+    assert attn.SIGNATURES["dsv4_sparse_attention_ws"][-1] == "tmap q_map"
 
 
-def _switch_on(monkeypatch):
-    """WS_Q_TMA for this test: the define, the ws signature with its tmap, and the wrapper's flag (the loader's
-    compiled-module and signature caches cleared, so the switched build and signature are used)."""
+def _q_load(monkeypatch, tma=True):
+    """WS_Q_TMA on (tma) or off for this test: the define, the ws signature with or without its tmap, and the
+    wrapper's flag (the loader's compiled-module and signature caches cleared, so that build and signature are
+    used)."""
     from kernels_cuda import _loader
-    monkeypatch.setitem(attn.DEFINES, "WS_Q_TMA", 1)
-    monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws",
-                        (*attn.SIGNATURES["dsv4_sparse_attention_ws"], "tmap q_map"))
-    monkeypatch.setattr(attn, "WS_Q_TMA", True)
+    plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a != "tmap q_map")
+    monkeypatch.setitem(attn.DEFINES, "WS_Q_TMA", int(tma))
+    monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, "tmap q_map") if tma else plain)
+    monkeypatch.setattr(attn, "WS_Q_TMA", tma)
     for cache in (_loader._module, _loader._function, _loader.signature):
         cache.cache_clear()
 
@@ -146,7 +147,7 @@ def test_q_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch
     # the refill first sat under warpgroup 0's last P V, in a divergent path, and ptxas serialised every wgmma)
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
-    _switch_on(monkeypatch)
+    _q_load(monkeypatch)
     monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", tail)
     monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_AHEAD", ahead)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
@@ -191,8 +192,9 @@ def test_q_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         return out, lse
 
     try:
+        _q_load(monkeypatch, tma=False)
         default = run()
-        _switch_on(monkeypatch)
+        _q_load(monkeypatch, tma=True)
         tma = run()
     finally:
         monkeypatch.undo()
