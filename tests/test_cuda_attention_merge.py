@@ -92,6 +92,7 @@ def test_a_call_passes_the_policy_its_shape_gets_and_splits_in_whole_blocks(monk
     launched = _captured(monkeypatch, positions=[900, 30], heads=64, splits=2)
     expr, grid, _, _, args = launched[0]
     kv_rows = args[1].shape[0]
-    assert args[-1] == (2 if 2 * args[2].shape[1] <= kv_rows else 0)  # kv_policy, last
-    chunk = args[-5]  # then sm_scale, batch, kv_policy
+    named = dict(zip((name for _, name in _loader.signature("sparse_attention.cu", expr)), args))
+    assert named["kv_policy"] == (2 if 2 * args[2].shape[1] <= kv_rows else 0)
+    chunk = named["chunk"]
     assert chunk % A.WS_SPLIT_TILE == 0 and chunk < 2 * A.WS_SPLIT_TILE + args[2].shape[1] // 2

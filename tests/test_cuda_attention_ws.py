@@ -112,7 +112,7 @@ def test_ws_launches_three_warpgroups_over_whole_blocks(monkeypatch):
     x.call(A.sparse_attention)
     expr, grid, block, values, shared = launched[0]
     assert expr.startswith("dsv4_sparse_attention_ws<") and block == (A.WS_THREADS,) and shared == A.WS_SHARED_BYTES
-    chunk = values[-4]  # then sm_scale, the batch and the gathers' L2 policy
+    chunk = dict(zip((name for _, name in _loader.signature("sparse_attention.cu", expr)), values))["chunk"]
     assert chunk % A.WS_SPLIT_TILE == 0 and grid[2] == -(-x.args[2].shape[1] // chunk) > 1, (chunk, grid)
     assert launched[1][0].startswith("dsv4_sparse_attention_combine<")
 
@@ -134,7 +134,8 @@ def test_unsplit_ws_launches_go_persistent_only_under_the_switch(monkeypatch, pe
     x = inputs.attention_inputs(positions=[900] * 80, heads=128, seed=3)  # 160 (row, head block) items: no split
     x.call(A.sparse_attention)
     expr, grid, values = launched[0]
-    assert "false>" in expr and values[-2] == 80  # the batch, the persistent body's item count (then the L2 policy)
+    named = dict(zip((name for _, name in _loader.signature("sparse_attention.cu", expr)), values))
+    assert "false>" in expr and named["batch"] == 80  # the persistent body's item count
     assert grid == ((132, 1, 1) if persistent else (80, 2, 1))
     launched.clear()
     x = inputs.attention_inputs(positions=[900, 30], heads=128, seed=3)  # split: the one-item grid either way

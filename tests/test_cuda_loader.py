@@ -199,8 +199,6 @@ def test_attention_launches_what_its_kernels_declare(monkeypatch, kernel, heads,
     monkeypatch.setattr(attention, "_sm_count", lambda device: sms)
     monkeypatch.setattr(attention, "_shared_optin", lambda device: 232448)
     monkeypatch.setattr(attention.torch.cuda, "get_device_capability", lambda device: (9, 0))
-    # WS_Q_TMA's map needs the driver (cuTensorMapEncodeTiled): the bytes' count stands in for it here
-    monkeypatch.setattr(attention, "q_tensor_map", lambda q, layout: bytes(_loader.TENSOR_MAP_BYTES))
     x = inputs.attention_inputs(positions=[900, 30], heads=heads, seed=7)
     x.call(attention.sparse_attention)
     name = "dsv4_sparse_attention<" if kernel == "h16" else f"dsv4_sparse_attention_{kernel}<"
