@@ -657,9 +657,13 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
 // zeroing barrier before the PDL wait, not between the loads and the atomics
 #define FAST_KEYS_BY_VECTOR 32
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 63,
+// docs/topk-s13c.md (opt-in; the fast kernel only, not half): the row's page-table entries read into shared
+// memory while the row loads (one entry a thread, where the row has at most TOPK_THREADS pages), so the
+// write-out maps through shared memory with no global load after the last barrier
+#define FAST_TABLE_SHARED 64
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 127,
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
-              "FAST_KEYS_BY_VECTOR");
+              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1211,6 +1215,9 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
     __shared__ int s_candidates;  // HALF: candidates appended so far
+    // FAST_CUTS & FAST_TABLE_SHARED: the row's page-table entries, where it has at most TOPK_THREADS pages
+    constexpr bool table_shared = !HALF && (FAST_CUTS & FAST_TABLE_SHARED);
+    __shared__ int table_cache[table_shared ? TOPK_THREADS : 1];
 
     const int t = threadIdx.x;
     const int b = blockIdx.x;
@@ -1307,7 +1314,17 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
             key[i].w = 0u;  // c + 3 >= n
         }
     }
-    prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
+    // FAST_CUTS & FAST_TABLE_SHARED: the row's pages (every one before seq_len's last, none after: the contract
+    // sizes the table by seq_len) read one a thread while the row is in flight, stored after the histogram
+    // (long landed by then), mapped from shared memory in the write-out: no global load after the last barrier.
+    // Volatile: issued after the row's loads, not before the wait. Uniform in the CTA; rows of more pages than
+    // threads (page sizes below 16) prefetch the table into L2 and map from global memory as before.
+    const int last_page = table_shared ? page_of(n - 1, page_size) : 0;
+    const bool table_cached = table_shared && last_page < TOPK_THREADS;
+    int page_entry = 0;
+    if (table_cached && t <= last_page)
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(page_entry) : "l"(table_row + t));
+    if (!table_cached) prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
     if constexpr (FAST_CUTS & FAST_KEYS_BY_VECTOR) {  // the same keys, a branch on the vector holding n only
 #pragma unroll
         for (int i = 0; i < VECS; ++i) key[i] = keys_before(key[i], 4 * (i * TOPK_THREADS + t), n);
@@ -1325,6 +1342,7 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
     }
     __syncthreads();
+    if (table_cached && t <= last_page) table_cache[t] = page_entry;  // read after fast_threshold's barriers
     fast_threshold(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];
     const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
@@ -1360,6 +1378,13 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
         __syncthreads();
         if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
+            if (table_cached) {  // the same mapping, the entries from shared memory
+                write_mapped(out_row, staging, above_total, table_cache, page_size);
+                rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
+                    out_row[above_total + rank] = mapped_paged(table_cache, column, page_size);
+                });
+                return;
+            }
             write_mapped(out_row, staging, above_total, table_row, page_size);
             rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
                 out_row[above_total + rank] = mapped_paged(table_row, column, page_size);
@@ -1405,7 +1430,10 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
     }
     __syncthreads();
-    write_mapped(out_row, staging, k, table_row, page_size);
+    if (table_cached)
+        write_mapped(out_row, staging, k, table_cache, page_size);
+    else
+        write_mapped(out_row, staging, k, table_row, page_size);
 }
 
 template <int VECS>
