@@ -880,6 +880,14 @@ __device__ __forceinline__ void write_mapped(int* out, const int* staged, int co
     for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_row, staged[i], page_size);
 }
 
+// write_mapped through the shared copy of the row's table entries (FAST_CUTS & FAST_TABLE_SHARED): the same values;
+// not unrolled (a slot a thread at k <= 1024), so its divisions for other page sizes take no registers
+__device__ __forceinline__ void write_mapped_shared(int* out, const int* staged, int count, const int* table_cache,
+                                                    int page_size) {
+#pragma unroll 1
+    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_cache, staged[i], page_size);
+}
+
 // The page-table entries of columns [first, first + count) pulled into L2 while the row loads, so
 // the write-out's table reads (the last dependent loads of the chain) find them there: one 128-byte
 // line a thread (32 entries), the last entry's line included. Entries past the row's valid pages are
@@ -1439,7 +1447,7 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         __syncthreads();
         if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
             if (table_cached) {  // the same mapping, the entries from shared memory
-                write_mapped(out_row, staging, above_total, table_cache, page_size);
+                write_mapped_shared(out_row, staging, above_total, table_cache, page_size);
                 rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
                     out_row[above_total + rank] = mapped_paged(table_cache, column, page_size);
                 });
@@ -1491,7 +1499,7 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     }
     __syncthreads();
     if (table_cached)
-        write_mapped(out_row, staging, k, table_cache, page_size);
+        write_mapped_shared(out_row, staging, k, table_cache, page_size);
     else
         write_mapped(out_row, staging, k, table_row, page_size);
 }
