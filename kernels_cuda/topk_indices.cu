@@ -657,9 +657,15 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
 // zeroing barrier before the PDL wait, not between the loads and the atomics
 #define FAST_KEYS_BY_VECTOR 32
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 63,
+// docs/topk-s13c.md (opt-in; the fast kernel only, not half): the row's page-table entries read into shared
+// memory while the row loads (one entry a thread, where the row has at most TOPK_THREADS pages), so the
+// write-out maps through shared memory with no global load after the last barrier
+#define FAST_TABLE_SHARED 64
+// (with FAST_BIT_WALK) fast_bit_walk's slots in fewer instructions: fast_mask_walk (docs/topk-s13c.md)
+#define FAST_MASK_WALK 128
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 255 && (!(FAST_CUTS & FAST_MASK_WALK) || (FAST_CUTS & FAST_BIT_WALK)),
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
-              "FAST_KEYS_BY_VECTOR");
+              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK)");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -686,6 +692,8 @@ __device__ __forceinline__ void coarse_bin_keys(unsigned int bin, unsigned int* 
 
 // fast_threshold's and lean_threshold's block scan of the bins' counts, 4 bins a thread (one barrier):
 // this thread's four counts and the keys in the bins below its first, 4t.
+// REDUX: the warp sums' reduction by one redux.sync (sm_80+) instead of five shuffles and adds (the same sum)
+template <bool REDUX = false>
 __device__ __forceinline__ int4 bins_scan(const int* hist, int* warp_sums, int& below) {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int4 v = reinterpret_cast<const int4*>(hist)[t];
@@ -699,8 +707,12 @@ __device__ __forceinline__ int4 bins_scan(const int* hist, int* warp_sums, int& 
     if (lane == 31) warp_sums[warp] = inclusive;
     __syncthreads();
     int before = lane < warp ? warp_sums[lane] : 0;
+    if constexpr (REDUX) {
+        before = (int)__reduce_add_sync(0xffffffffu, (unsigned int)before);
+    } else {
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+        for (int off = 16; off > 0; off >>= 1) before += __shfl_xor_sync(0xffffffffu, before, off);
+    }
     below = before + inclusive - mine;
     return v;
 }
@@ -709,10 +721,11 @@ __device__ __forceinline__ int4 bins_scan(const int* hist, int* warp_sums, int& 
 // above(b) < need <= above(b) + count(b), where above(b) counts the keys in bins past b; exactly one
 // exists when 1 <= need <= total. Result in s[0..2] = bin, above, count. Two barriers; `hist` is
 // not read after the first, `s` is valid after the second.
+template <bool REDUX = false>
 __device__ __forceinline__ void fast_threshold(const int* hist, int total, int need, int* warp_sums, int* s) {
     const int t = threadIdx.x;
     int below;
-    const int4 v = bins_scan(hist, warp_sums, below);
+    const int4 v = bins_scan<REDUX>(hist, warp_sums, below);
     int through = below;  // keys in bins below 4t
     const int count[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -865,6 +878,14 @@ __device__ __forceinline__ void rank_candidates(const uint2* candidates, int ins
 __device__ __forceinline__ void write_mapped(int* out, const int* staged, int count, const int* table_row,
                                              int page_size) {
     for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_row, staged[i], page_size);
+}
+
+// write_mapped through the shared copy of the row's table entries (FAST_CUTS & FAST_TABLE_SHARED): the same values;
+// not unrolled (a slot a thread at k <= 1024), so its divisions for other page sizes take no registers
+__device__ __forceinline__ void write_mapped_shared(int* out, const int* staged, int count, const int* table_cache,
+                                                    int page_size) {
+#pragma unroll 1
+    for (int i = threadIdx.x; i < count; i += TOPK_THREADS) out[i] = mapped_paged(table_cache, staged[i], page_size);
 }
 
 // The page-table entries of columns [first, first + count) pulled into L2 while the row loads, so
@@ -1198,6 +1219,54 @@ __device__ __forceinline__ void fast_bit_walk(const uint4 (&key)[VECS], unsigned
                      });
 }
 
+// FAST_CUTS & FAST_MASK_WALK: fast_bit_walk's slots, in the same order, in fewer instructions (docs/topk-s13c.md):
+// - the inside mask as the at-or-above mask (e >= lo1: one compare a key, as the above mask's, which ptxas packs
+//   seven predicates at a time) less the above one: lo1 <= e <= hi iff e >= lo1 and not e > hi;
+// - the scan's warp sums reduced by one redux.sync;
+// - the above keys placed by one loop over the thread's whole mask (bit 4 i + j ascending is column order, so
+//   the slots are place_bits' vector by vector): as many trips as the lane with the most above keys (~1-3 at
+//   k 512), where place_bits' per-vector loops cost ~25 instructions a vector on nearly every warp.
+// The inside keys (a few a row) keep place_bits' per-vector walk (their key picked from the vector's four).
+template <int VECS>
+__device__ __forceinline__ void fast_mask_walk(const uint4 (&key)[VECS], unsigned int lo, unsigned int hi, int* staging,
+                                               uint2* candidates, int* warp_sums) {
+    static_assert(4 * VECS <= 32, "a bit a key in one word");
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const unsigned int lo1 = max(lo, 1u);
+    unsigned int above_bits = 0u, from_bits = 0u;
+#pragma unroll
+    for (int i = 0; i < VECS; ++i) {
+        const unsigned int e[4] = {key[i].x, key[i].y, key[i].z, key[i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            above_bits |= (unsigned int)(e[j] > hi) << (4 * i + j);
+            from_bits |= (unsigned int)(e[j] >= lo1) << (4 * i + j);
+        }
+    }
+    const unsigned int inside_bits = from_bits & ~above_bits;
+    // block_scan_packed (no total) with the warp sums reduced by redux.sync
+    const unsigned int mine = packed_counts(above_bits, inside_bits);
+    unsigned int inclusive = mine;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
+        if (lane >= off) inclusive += x;
+    }
+    if (lane == 31) warp_sums[warp] = (int)inclusive;
+    __syncthreads();
+    const unsigned int before =
+        __reduce_add_sync(0xffffffffu, lane < warp ? (unsigned int)warp_sums[lane] : 0u) + inclusive - mine;
+    int slot_above = (int)(before & 0xffffu), slot_inside = (int)(before >> 16);
+#pragma unroll 1
+    for (unsigned int m = above_bits; m != 0u; m &= m - 1u) {
+        const int bit = __ffs(m) - 1;
+        staging[slot_above++] = 4 * (t + TOPK_THREADS * (bit >> 2)) + (bit & 3);
+    }
+    place_bits<VECS>(key, 0u, inside_bits, 0, [](int) {}, [&](unsigned int e, int column) {
+        candidates[slot_inside++] = make_uint2(e, (unsigned int)column);
+    });
+}
+
 // The body of dsv4_topk_indices_fast (HALF false) and dsv4_topk_indices_half (HALF true: fast_half_row)
 template <int VECS, bool HALF>
 __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, long long columns,
@@ -1211,6 +1280,9 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
     __shared__ int s_candidates;  // HALF: candidates appended so far
+    // FAST_CUTS & FAST_TABLE_SHARED: the row's page-table entries, where it has at most TOPK_THREADS pages
+    constexpr bool table_shared = !HALF && (FAST_CUTS & FAST_TABLE_SHARED);
+    __shared__ int table_cache[table_shared ? TOPK_THREADS : 1];
 
     const int t = threadIdx.x;
     const int b = blockIdx.x;
@@ -1307,7 +1379,17 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
             key[i].w = 0u;  // c + 3 >= n
         }
     }
-    prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
+    // FAST_CUTS & FAST_TABLE_SHARED: the row's pages (every one before seq_len's last, none after: the contract
+    // sizes the table by seq_len) read one a thread while the row is in flight, stored after the histogram
+    // (long landed by then), mapped from shared memory in the write-out: no global load after the last barrier.
+    // Volatile: issued after the row's loads, not before the wait. Uniform in the CTA; rows of more pages than
+    // threads (page sizes below 16) prefetch the table into L2 and map from global memory as before.
+    const int last_page = table_shared ? page_of(n - 1, page_size) : 0;
+    const bool table_cached = table_shared && last_page < TOPK_THREADS;
+    int page_entry = 0;
+    if (table_cached && t <= last_page)
+        asm volatile("ld.global.u32 %0, [%1];" : "=r"(page_entry) : "l"(table_row + t));
+    if (!table_cached) prefetch_table(table_row, 0, n, page_size);  // while the row is in flight
     if constexpr (FAST_CUTS & FAST_KEYS_BY_VECTOR) {  // the same keys, a branch on the vector holding n only
 #pragma unroll
         for (int i = 0; i < VECS; ++i) key[i] = keys_before(key[i], 4 * (i * TOPK_THREADS + t), n);
@@ -1325,7 +1407,9 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         for (int i = 0; i < VECS; ++i) count_coarse4<true>(key[i], hist);
     }
     __syncthreads();
-    fast_threshold(hist, n, k, warp_sums, s_threshold);
+    if (table_cached && t <= last_page) table_cache[t] = page_entry;  // read after fast_threshold's barriers
+    constexpr bool mask_walk = !HALF && (FAST_CUTS & FAST_MASK_WALK);
+    fast_threshold<mask_walk>(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];
     const int above_total = s_threshold[1];  // keys in bins past the threshold bin: all taken, < k
     int inside = s_threshold[2];              // keys in the threshold bin
@@ -1341,7 +1425,9 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         // One block scan of packed per-thread counts (above: bits 0..15, inside: 16..31; a row has at
         // most 16384 keys, so no field carries) places the keys in thread order. warp_sums was last
         // read before fast_threshold's second barrier.
-        if constexpr (!HALF && (FAST_CUTS & FAST_BIT_WALK)) {
+        if constexpr (mask_walk) {
+            fast_mask_walk<VECS>(key, lo, hi, staging, candidates, warp_sums);
+        } else if constexpr (!HALF && (FAST_CUTS & FAST_BIT_WALK)) {
             fast_bit_walk<VECS>(key, lo, hi, staging, candidates, warp_sums);
         } else {
             unsigned int mine = 0u;
@@ -1360,6 +1446,13 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
         __syncthreads();
         if (FAST_CUTS & FAST_VOTE_WRITE_OUT) {  // no staging of the ranks, no barrier before the write-out
+            if (table_cached) {  // the same mapping, the entries from shared memory
+                write_mapped_shared(out_row, staging, above_total, table_cache, page_size);
+                rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
+                    out_row[above_total + rank] = mapped_paged(table_cache, column, page_size);
+                });
+                return;
+            }
             write_mapped(out_row, staging, above_total, table_row, page_size);
             rank_candidates_by_votes(candidates, inside, remaining, [&](int rank, int column) {
                 out_row[above_total + rank] = mapped_paged(table_row, column, page_size);
@@ -1405,7 +1498,10 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
         }
     }
     __syncthreads();
-    write_mapped(out_row, staging, k, table_row, page_size);
+    if (table_cached)
+        write_mapped_shared(out_row, staging, k, table_cache, page_size);
+    else
+        write_mapped(out_row, staging, k, table_row, page_size);
 }
 
 template <int VECS>

@@ -90,6 +90,8 @@ HALF_CTAS_PER_SM = 2
 # walk over their set bits (the same slots), 16 (with 1) the row's address and predicates made before the PDL
 # wait, 32 the keys past seq_len masked by vector (a test a key before). Default 63 since session 11's call 3:
 # 64 x 16384 took 8.0 -> 6.7 us (SGLang 6.4; check --full and the GPU tests passing under it).
+# docs/topk-s13c.md (opt-in, the fast kernel only): 64 the row's page-table entries read into shared memory while
+# the row loads, the write-out mapped from there (no global load after the last barrier); 127 = 63 + 64.
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "63"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no

@@ -1,0 +1,186 @@
+"""Session 13c's opt-in cuts of the fast kernel's chain (docs/topk-s13c.md), on the CPU: numpy models, line for line,
+of DSV4_TOPK_FAST_CUTS bit 64 (the row's page-table entries in shared memory: which entries are read, and the mapping
+from them) and bit 128 (fast_mask_walk: the inside mask from an at-or-above mask, the above keys placed by one loop
+over the thread's whole mask) against the default's; the switched kernels' registers and shared memory under NVRTC;
+and on the GPU, the switched build's output bit for bit against the default's."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+from tests.test_cuda_topk import coarse_bin, coarse_bin_keys, sortable_key, threshold
+from tests.test_cuda_topk_s11b import bit_walk, rows, thread_keys
+
+T = importlib.import_module("kernels_cuda.topk_indices")
+THREADS, BINS, CANDIDATES = 1024, 4096, 128
+TABLE_SHARED, MASK_WALK = 64, 128
+
+
+def mask_walk(key, lo, hi):
+    """fast_mask_walk, line for line: above bits (e > hi) and at-or-above bits (e >= lo1, lo1 = max(lo, 1)), bit
+    4 i + j; inside = at-or-above & ~above; the packed popcounts scanned in thread order; the above keys by one
+    loop over the whole mask (lowest bit first), the inside keys vector by vector (place_bits)."""
+    lo1 = max(lo, 1)
+    vecs = key.shape[1]
+    above_bits = np.zeros(THREADS, np.int64)
+    from_bits = np.zeros(THREADS, np.int64)
+    for i in range(vecs):
+        for j in range(4):
+            e = key[:, i, j].astype(np.int64)
+            above_bits |= (e > hi).astype(np.int64) << (4 * i + j)
+            from_bits |= (e >= lo1).astype(np.int64) << (4 * i + j)
+    inside_bits = from_bits & ~above_bits
+    counts = np.array([bin(int(a)).count("1") | bin(int(b)).count("1") << 16
+                       for a, b in zip(above_bits, inside_bits)], np.int64)
+    before = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    above, inside = {}, {}
+    for t in range(THREADS):
+        slot_above, slot_inside = int(before[t] & 0xFFFF), int(before[t] >> 16)
+        m = int(above_bits[t])
+        while m:
+            bit = (m & -m).bit_length() - 1
+            above[slot_above] = 4 * (t + THREADS * (bit >> 2)) + (bit & 3)
+            slot_above += 1
+            m &= m - 1
+        for i in range(vecs):
+            m = (int(inside_bits[t]) >> 4 * i) & 15
+            while m:
+                j = (m & -m).bit_length() - 1
+                inside[slot_inside] = (int(key[t, i, j]), 4 * (i * THREADS + t) + j)
+                slot_inside += 1
+                m &= m - 1
+    assert sorted(above) == list(range(len(above))) and sorted(inside) == list(range(len(inside)))
+    return [above[s] for s in range(len(above))], [inside[s] for s in range(len(inside))]
+
+
+@pytest.mark.parametrize("vecs", [1, 2, 4])
+def test_the_mask_walk_places_every_key_where_the_bit_walk_does(vecs):
+    # FAST_CUTS bit 128 changes the instructions, not the slots: the same above run and the same candidates in
+    # the same order as fast_bit_walk (itself checked against the default's place4 walk in test_cuda_topk_s11b)
+    rng = np.random.default_rng(13 + vecs)
+    columns = 4 * THREADS * vecs
+    ran = 0
+    for name, row, n, ks in rows(rng, columns):
+        keys = sortable_key(row[:n])
+        for k in ks:
+            if n <= k:
+                continue
+            b, above_total, inside = threshold(np.bincount(coarse_bin(keys), minlength=BINS), k)
+            if inside > CANDIDATES:
+                continue  # the radix path (unchanged by the bit)
+            lo, hi = coarse_bin_keys(b)
+            key = thread_keys(row, n, vecs)
+            got = mask_walk(key, lo, hi)
+            assert got == bit_walk(key, lo, hi), (name, k)
+            assert len(got[0]) == above_total and len(got[1]) == inside, (name, k)
+            # several above keys in one thread's vectors: the whole-mask loop crosses vectors
+            per_thread = np.bincount([c % (4 * THREADS) // 4 for c in got[0]], minlength=THREADS)
+            ran += int(per_thread.max() >= 2)
+    assert ran >= 3
+
+
+def table_reads(n, page_size, table_row):
+    """The fast kernel's page-table reads under FAST_CUTS bit 64, line for line: last_page = page_of(n - 1); the row
+    is cached when last_page < 1024 (uniform in the CTA): thread t <= last_page reads entry t (table_row must hold
+    exactly the pages of seq_len: an index past it raises), the write-out maps raw through the copy; else None (the
+    L2 prefetch and the global mapping, as the default)."""
+    last_page = (n - 1) // page_size
+    if last_page >= THREADS:
+        return None
+    cache = np.array([table_row[t] for t in range(THREADS) if t <= last_page], np.int64)
+    return lambda raw: cache[raw // page_size] * page_size + (raw - raw // page_size * page_size)
+
+
+@pytest.mark.parametrize("page_size", [1, 3, 8, 16, 48, 64, 128])
+def test_the_shared_table_maps_every_column_as_the_global_table_does(page_size):
+    # every column before seq_len maps through the shared copy to what mapped_paged gives from the table, the
+    # copy reads only the pages of seq_len (the contract sizes the table by it), and V4's page sizes (>= 16) at
+    # up to 16384 columns always take it; smaller pages fall back once a row has more than 1024 pages
+    rng = np.random.default_rng(page_size)
+    for n in [513, 1000, 4096, 4097, 8191, 12345, 16383, 16384]:
+        pages = -(-n // page_size)
+        table_row = rng.permutation(10 * pages)[:pages]  # exactly seq_len's pages
+        mapped = table_reads(n, page_size, table_row)
+        assert (mapped is None) == (pages > THREADS), (n, page_size)
+        if page_size >= 16:
+            assert mapped is not None
+        if mapped is None:
+            continue
+        raw = np.arange(n)
+        assert np.array_equal(mapped(raw), table_row[raw // page_size] * page_size + raw % page_size), (n, page_size)
+
+
+def test_the_switched_fast_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
+    # FAST_CUTS 255 (63 and both of this session's bits): fast<1> two CTAs an SM (32 registers), fast<2> / fast<4>
+    # one (64); no spill, no stack; the shared copy of the table adds 4 KB, which fits two fast<1> CTAs an SM
+    pytest.importorskip("cupy")  # NVRTC through CuPy, as tests/test_cuda_build.py
+    from kernels_cuda import _loader, build
+    exprs = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS]
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", exprs)
+    smem = {}
+    for cuts in (63, 255):
+        monkeypatch.setitem(T.DEFINES, "FAST_CUTS", cuts)
+        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+        res = build.resources(log, lowered)
+        for expr in exprs:
+            r = res[expr]
+            budget = 32 if expr == "dsv4_topk_indices_fast<1>" else 64
+            assert r["registers"] <= budget, (cuts, expr, r)
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (cuts, expr, r)
+            smem[cuts, expr] = r["smem"]
+    for expr in exprs:
+        assert smem[255, expr] == smem[63, expr] + 4 * THREADS, expr
+    assert 2 * smem[255, "dsv4_topk_indices_fast<1>"] <= 227 * 1024
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("columns", [16384, 8192, 4096])
+@pytest.mark.parametrize("page_size", [64, 48, 8])
+@pytest.mark.parametrize("k", [512, 1024])
+def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, columns, page_size, k):
+    # the same call with the kernels built under FAST_CUTS 255 and 127, 191 (each bit alone) and with the process's
+    # own build: bit for bit, reruns included. fast<4> / fast<2> / fast<1> by width; page size 64 (V4's), 48 (not a
+    # power of two: the division), 8 (16384 columns: 2048 pages, the global fallback). Rows: normal, heavy ties
+    # (the radix path and its write-out), ending mid-vector and mid-row, a copy (seq_len <= k), the threshold in the
+    # bin of -inf; the page table a permutation, so a wrong column cannot map right by chance
+    import torch
+    from kernels_cuda import _loader
+    sms, clusters = T._device(torch.cuda.current_device())
+    batch = 64
+    generator = torch.Generator(device="cuda").manual_seed(columns + k + page_size)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    logits[1] = torch.round(logits[1] * 40) / 40
+    logits[3] = -float("inf")
+    logits[3, :450] = torch.randn(450, generator=generator, device="cuda")
+    lens = ([columns, columns - 5, columns // 2 + 3, 550 if k == 512 else 1100, k, columns - 1000]
+            + [columns] * batch)[:batch]
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    pages = -(-columns // page_size)
+    page_table = torch.stack([torch.randperm(pages, generator=generator, device="cuda") for _ in range(batch)]).int()
+    (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
+    assert launched.startswith("dsv4_topk_indices_fast<"), launched
+
+    def run():
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
+        return out
+
+    default = run()
+    for cuts in (255, 127, 191):
+        monkeypatch.setitem(T.DEFINES, "FAST_CUTS", cuts)
+        _loader._module.cache_clear()
+        _loader._function.cache_clear()
+        try:
+            cut = run()
+        finally:
+            monkeypatch.undo()
+            _loader._module.cache_clear()
+            _loader._function.cache_clear()
+        assert torch.equal(cut, default), cuts
+    expected = torch.topk(torch.where(torch.arange(columns, device="cuda") < seq_lens[:, None], logits, -float("inf")),
+                          k, dim=1).values
+    page = torch.argsort(page_table.long(), dim=1).gather(1, (default.clamp(min=0) // page_size).long())
+    taken = torch.gather(logits, 1, torch.where(default >= 0, default, 0).long() % page_size + page_size * page)
+    valid = torch.arange(k, device="cuda") < seq_lens[:, None]
+    assert torch.equal(torch.where(valid, taken, 0).sort(1).values, torch.where(valid, expected, 0).sort(1).values)
