@@ -2382,19 +2382,24 @@ __device__ __forceinline__ void ws_masked_row_max_raw(float (&s)[32], unsigned i
     mx_hi *= scale2;
 }
 #if WS_MATH_SPLIT
-// ws_masked_row_max_raw with each flag tested as `valid & bit` (one LOP3 writing a predicate) rather than shifted
-// out, masked and compared (three integer instructions a flag); the same FSEL, FMNMX and values
+// ws_masked_row_max_raw with each flag tested by one LOP3 writing a predicate, which the two columns of that flag
+// (rows lo and hi) select on; written in C (`valid & bit`), the front end turned the test back into a shift, a mask
+// and a compare (three integer instructions a flag). The same FSEL, FMNMX and values
+__device__ __forceinline__ void ws_mask_pair(float& a, float& b, unsigned int valid, unsigned int bit) {
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 r;\n\t"
+        "and.b32 r, %2, %3;\n\tsetp.ne.b32 p, r, 0;\n\t"
+        "selp.f32 %0, %0, 0fFF800000, p;\n\tselp.f32 %1, %1, 0fFF800000, p;\n\t}"
+        : "+f"(a), "+f"(b)
+        : "r"(valid), "r"(bit));
+}
 __device__ __forceinline__ void ws_masked_row_max_bits(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
                                                        float& mx_hi) {
     mx_lo = -INFINITY;
     mx_hi = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-        const bool v0 = (valid & (1u << (2 * nt))) != 0u, v1 = (valid & (2u << (2 * nt))) != 0u;
-        s[4 * nt] = v0 ? s[4 * nt] : -INFINITY;
-        s[4 * nt + 1] = v1 ? s[4 * nt + 1] : -INFINITY;
-        s[4 * nt + 2] = v0 ? s[4 * nt + 2] : -INFINITY;
-        s[4 * nt + 3] = v1 ? s[4 * nt + 3] : -INFINITY;
+        ws_mask_pair(s[4 * nt], s[4 * nt + 2], valid, 1u << (2 * nt));
+        ws_mask_pair(s[4 * nt + 1], s[4 * nt + 3], valid, 2u << (2 * nt));
         mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
         mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
     }
