@@ -2781,7 +2781,9 @@ __device__ __forceinline__ void ws_publish_and_pv_own(float (&o)[128], const flo
 // rather than all of it (a k-step's A fragments are written after the previous wgmma was issued: a wgmma.fence before
 // each). Without it the exponentials come first and O is rescaled just before the issue, as in the default: in the
 // persistent body's warpgroup 1 NVRTC 13.0 serialises every wgmma of the kernel (C7515) when anything is placed
-// between the rescale and the issue. The sums and the k-steps keep the default's order: the bits are the default's
+// between the rescale and the issue (13.0 and 13.5 alike), and with the sums before the issue there it serialised them
+// for registers (C7512). As built, NVRTC 13.0 (the GPU image's) fits every ws kernel in 168 registers without a spill;
+// 13.5 spills 4 bytes in the persistent ones. The sums and the k-steps keep the default's order: the default's bits
 template <bool INTERLEAVE>
 __device__ __forceinline__ void ws_softmax_pv_split(float (&o)[128], float (&s)[32], unsigned int (&p)[4][4], float scale2,
                                                     float mx_lo, float mx_hi, float& m_lo, float& m_hi, float& l_lo,
