@@ -16,7 +16,7 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH come
+// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -34,6 +34,8 @@ static_assert(WS_TAIL_SPLIT == 0 || (WS_TAIL_SPLIT == 1 && WS_PERSISTENT == 1),
 static_assert(WS_PRODUCER_AHEAD == 0 || WS_PRODUCER_AHEAD == 1, "ws: the producer's indices two pairs ahead (and before Q), or one");
 static_assert(WS_PRODUCER_PREFETCH == 0 || (WS_PRODUCER_PREFETCH == 1 && WS_PRODUCER_AHEAD == 1),
               "ws: the next pair's rows prefetched to L2 (on top of WS_PRODUCER_AHEAD), or not");
+static_assert(WS_MATH_SPLIT == 0 || (WS_MATH_SPLIT == 1 && WS_SOFTMAX_FFMA == 1),
+              "ws: the own block's P V issued a k-step at a time among the exponentials (docs/attn-s13b.md), or not");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2379,6 +2381,33 @@ __device__ __forceinline__ void ws_masked_row_max_raw(float (&s)[32], unsigned i
     mx_lo *= scale2;
     mx_hi *= scale2;
 }
+#if WS_MATH_SPLIT
+// ws_masked_row_max_raw with each flag tested by one LOP3 writing a predicate, which the two columns of that flag
+// (rows lo and hi) select on; written in C (`valid & bit`), the front end turned the test back into a shift, a mask
+// and a compare (three integer instructions a flag). The same FSEL, FMNMX and values
+__device__ __forceinline__ void ws_mask_pair(float& a, float& b, unsigned int valid, unsigned int bit) {
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 r;\n\t"
+        "and.b32 r, %2, %3;\n\tsetp.ne.b32 p, r, 0;\n\t"
+        "selp.f32 %0, %0, 0fFF800000, p;\n\tselp.f32 %1, %1, 0fFF800000, p;\n\t}"
+        : "+f"(a), "+f"(b)
+        : "r"(valid), "r"(bit));
+}
+__device__ __forceinline__ void ws_masked_row_max_bits(float (&s)[32], unsigned int valid, float scale2, float& mx_lo,
+                                                       float& mx_hi) {
+    mx_lo = -INFINITY;
+    mx_hi = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        ws_mask_pair(s[4 * nt], s[4 * nt + 2], valid, 1u << (2 * nt));
+        ws_mask_pair(s[4 * nt + 1], s[4 * nt + 3], valid, 2u << (2 * nt));
+        mx_lo = fmaxf(mx_lo, fmaxf(s[4 * nt], s[4 * nt + 1]));
+        mx_hi = fmaxf(mx_hi, fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
+    }
+    quad_row_max(mx_lo, mx_hi);
+    mx_lo *= scale2;
+    mx_hi *= scale2;
+}
+#endif
 // softmax_update for raw s: P = e2(s scale2 - m) by one FFMA and one MUFU an element
 __device__ __forceinline__ void ws_softmax_update(float (&s)[32], float scale2, float mx_lo, float mx_hi, float& m_lo,
                                                   float& m_hi, float& l_lo, float& l_hi, float& alpha_lo,
@@ -2708,7 +2737,9 @@ __device__ __forceinline__ unsigned int ws_valid_bits(const int* idx_row, int n,
 }
 // a landed S scaled to base 2, masked, its row maxima
 __device__ __forceinline__ void ws_row_max(float (&s)[32], unsigned int valid, float scale2, float& mx_lo, float& mx_hi) {
-#if WS_SOFTMAX_FFMA
+#if WS_MATH_SPLIT
+    ws_masked_row_max_bits(s, valid, scale2, mx_lo, mx_hi);
+#elif WS_SOFTMAX_FFMA
     ws_masked_row_max_raw(s, valid, scale2, mx_lo, mx_hi);
 #else
     masked_row_max(s, valid, scale2, mx_lo, mx_hi);
@@ -2741,6 +2772,84 @@ __device__ __forceinline__ void ws_publish_and_pv_own(float (&o)[128], const flo
     wg_pv_rs(o, p, v_addr);
     wg_commit();
 }
+#if WS_MATH_SPLIT
+// WS_MATH_SPLIT (DSV4_ATTENTION_MATH=split, docs/attn-s13b.md): ws_softmax_step then ws_publish_and_pv_own, the same
+// operations on the same values in a shorter chain to the tensor cores. The running max is published (and the other
+// warpgroup signalled) before the exponentials, not after them; the row sums are added after the P V issue, not
+// before it. INTERLEAVE: O is rescaled first and the P V goes out one k-step (16 columns: one m64n256k16) at a time,
+// each right after its 8 exponentials, so the tensor cores start on it after a quarter of the block's MUFU work
+// rather than all of it (a k-step's A fragments are written after the previous wgmma was issued: a wgmma.fence before
+// each). Without it the exponentials come first and O is rescaled just before the issue, as in the default: in the
+// persistent body's warpgroup 1 NVRTC 13.0 serialises every wgmma of the kernel (C7515) when anything is placed
+// between the rescale and the issue (13.0 and 13.5 alike), and with the sums before the issue there it serialised them
+// for registers (C7512). As built, NVRTC 13.0 (the GPU image's) fits every ws kernel in 168 registers without a spill;
+// 13.5 spills 4 bytes in the persistent ones. The sums and the k-steps keep the default's order: the default's bits
+template <bool INTERLEAVE>
+__device__ __forceinline__ void ws_softmax_pv_split(float (&o)[128], float (&s)[32], unsigned int (&p)[4][4], float scale2,
+                                                    float mx_lo, float mx_hi, float& m_lo, float& m_hi, float& l_lo,
+                                                    float& l_hi, float& alpha_lo, float& alpha_hi, float* max_s, int at,
+                                                    int bar, int r_lo, int r_hi, int t, unsigned int v_addr) {
+    const float new_lo = fmaxf(m_lo, mx_lo), new_hi = fmaxf(m_hi, mx_hi);
+    const float use_lo = new_lo == -INFINITY ? 0.f : new_lo, use_hi = new_hi == -INFINITY ? 0.f : new_hi;
+    alpha_lo = ws_ex2(m_lo - use_lo);
+    alpha_hi = ws_ex2(m_hi - use_hi);
+    m_lo = new_lo;
+    m_hi = new_hi;
+    if (t == 0) {
+        max_s[at + r_lo] = m_lo;
+        max_s[at + r_hi] = m_hi;
+    }
+    wg_bar_arrive(bar);
+    auto exp_step = [&](int ks) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[8 * ks + e] = ws_ex2(fmaf(s[8 * ks + e], scale2, (e & 2) ? -use_hi : -use_lo));
+        p[ks][0] = pack_bf16(s[8 * ks], s[8 * ks + 1]);
+        p[ks][1] = pack_bf16(s[8 * ks + 2], s[8 * ks + 3]);
+        p[ks][2] = pack_bf16(s[8 * ks + 4], s[8 * ks + 5]);
+        p[ks][3] = pack_bf16(s[8 * ks + 6], s[8 * ks + 7]);
+    };
+    if (!INTERLEAVE) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) exp_step(ks);
+    }
+    rescale_o(o, alpha_lo, alpha_hi);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
+    asm volatile("" : "+r"(v_addr));  // as in wg_pv_rs
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        if (INTERLEAVE) exp_step(ks);
+        if (INTERLEAVE || ks == 0) wg_fence();
+        wgmma_m64n256k16_rs(o, p[ks], wg_desc(v_addr + ks * 16 * 128, WG_CHUNK_BYTES(64), 1024));
+    }
+    wg_commit();
+    float sum_lo = 0.f, sum_hi = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+        sum_lo += s[4 * nt] + s[4 * nt + 1];
+        sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+}
+// WS_MATH_SPLIT: store_p_swizzled from the bf16 A fragments p (p[ks][0..3]: row lo / hi of column pairs 16 ks + 2 t,
+// then lo / hi of 16 ks + 8 + 2 t), the words p_fragments packed from the same s
+__device__ __forceinline__ void ws_store_p_fragments(unsigned char* pb, const unsigned int (&p)[4][4], int r_lo, int r_hi,
+                                                     int g, int t) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        *reinterpret_cast<unsigned int*>(pb + r_lo * 128 + (((2 * ks) ^ g) << 4) + 4 * t) = p[ks][0];
+        *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + (((2 * ks) ^ g) << 4) + 4 * t) = p[ks][1];
+        *reinterpret_cast<unsigned int*>(pb + r_lo * 128 + (((2 * ks + 1) ^ g) << 4) + 4 * t) = p[ks][2];
+        *reinterpret_cast<unsigned int*>(pb + r_hi * 128 + (((2 * ks + 1) ^ g) << 4) + 4 * t) = p[ks][3];
+    }
+}
+#endif
 // warpgroup 0 after its own P V: the pair's max from warpgroup 1, P_A, O and l to it (scale 0 while this row saw
 // nothing), P_A stored for warpgroup 1 and O += P_B V_B,L (other_v) issued once P_B is stored
 __device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float (&s)[32], const float* max_s,
@@ -3089,8 +3198,13 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             for (int j = 0; j < pairs; ++j) {
                 float mx_lo, mx_hi, alpha_lo, alpha_hi;
                 finish_s(valid, mx_lo, mx_hi, j + 1 == pairs);
+#if WS_MATH_SPLIT
+                ws_softmax_pv_split<true>(o, s, p, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi, ws.max_s, 0,
+                                          WS_BAR_MAX_A, r_lo, r_hi, t, own_v);
+#else
                 ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
                 publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
+#endif
                 wg_wait0();
 #pragma unroll
                 for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
@@ -3126,10 +3240,16 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #if WS_Q_TMA
                 if (j + 1 == pairs) refill_q();  // warpgroup 0 published its max after its last S landed: q_free is done
 #endif
+#if WS_MATH_SPLIT
+                ws_softmax_pv_split<false>(o, s, p, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi,
+                                           l_lo, l_hi, alpha_lo, alpha_hi, ws.max_s, 64, WS_BAR_MAX_PAIR, r_lo, r_hi, t, own_v);
+                ws_store_p_fragments(ws.p_s + 64 * 128, p, r_lo, r_hi, g, t);
+#else
                 ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                                 alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
                 store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
+#endif
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 wg_bar_sync(WS_BAR_P_A, 256);
                 wg_pv_ss(o, ws.p_addr, other_v);
@@ -3433,8 +3553,13 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         for (int j = 0; j < pairs; ++j) {
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
+#if WS_MATH_SPLIT
+            ws_softmax_pv_split<true>(o, s, p, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi, ws.max_s, 0,
+                                      WS_BAR_MAX_A, r_lo, r_hi, t, own_v);
+#else
             ws_softmax_step(s, scale2, mx_lo, mx_hi, m_lo, m_hi, l_lo, l_hi, alpha_lo, alpha_hi);
             publish_and_pv_own(0, WS_BAR_MAX_A, alpha_lo, alpha_hi, own_v);
+#endif
             wg_wait0();
 #pragma unroll
             for (int i = 0; i < 128; ++i) wg_fence_operand(o[i]);
@@ -3468,10 +3593,16 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             float mx_lo, mx_hi, alpha_lo, alpha_hi;
             finish_s(valid, mx_lo, mx_hi);
             wg_bar_sync(WS_BAR_MAX_A, 256);  // warpgroup 0's max after block A
+#if WS_MATH_SPLIT
+            ws_softmax_pv_split<true>(o, s, p, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi,
+                                      l_lo, l_hi, alpha_lo, alpha_hi, ws.max_s, 64, WS_BAR_MAX_PAIR, r_lo, r_hi, t, own_v);
+            ws_store_p_fragments(ws.p_s + 64 * 128, p, r_lo, r_hi, g, t);
+#else
             ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                             alpha_lo, alpha_hi);
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
             store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
+#endif
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             wg_bar_sync(WS_BAR_P_A, 256);  // P_A stored
             wg_pv_ss(o, ws.p_addr, other_v);

@@ -94,6 +94,17 @@ Q_LOAD = os.environ.get("DSV4_ATTENTION_Q", "tma")
 if Q_LOAD not in Q_LOADS:
     raise ValueError(f"DSV4_ATTENTION_Q={Q_LOAD!r}: one of {', '.join(Q_LOADS)}")
 WS_Q_TMA = Q_LOAD == "tma"
+# ws (docs/attn-s13b.md; opt-in until timed): DSV4_ATTENTION_MATH=split runs the math warpgroups' softmax in a shorter
+# chain to the tensor cores: the running max published before the exponentials, the own block's P V issued a k-step
+# (16 columns) at a time right after that step's exponentials, each valid-row flag tested by one instruction.
+# base (default): the measured order. The same operations on the same values: the same bits. Needs the FFMA softmax
+MATHS = ("base", "split")
+MATH = os.environ.get("DSV4_ATTENTION_MATH", "base")
+if MATH not in MATHS:
+    raise ValueError(f"DSV4_ATTENTION_MATH={MATH!r}: one of {', '.join(MATHS)}")
+if MATH == "split" and not WS_SOFTMAX_FFMA:
+    raise ValueError("DSV4_ATTENTION_MATH=split builds on the FFMA softmax: not with DSV4_ATTENTION_WS_SOFTMAX=exp2f")
+WS_MATH_SPLIT = MATH == "split"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -149,7 +160,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
            "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT),
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
-           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA)}
+           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA),
+           "WS_MATH_SPLIT": int(WS_MATH_SPLIT)}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
