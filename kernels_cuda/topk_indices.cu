@@ -2453,11 +2453,11 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     const unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
     int first_above, first_inside;  // keys of the CTAs before this one in the row
-    if (coarse && windowed) {  // lean_window_threshold's
-        first_above = s.s_first[0];
-        first_inside = s.s_first[1];
-    } else if (coarse) {
-        const unsigned long long all = warp_sum_u64(s.warp_before[lane]);  // written before block_scan_packed's barrier
+    if (coarse) {
+        // written before block_scan_packed's barrier (LEAN_WINDOW: lean_window_threshold's, before its last one)
+        const unsigned long long all = windowed ? (unsigned long long)(unsigned int)s.s_first[0]
+                                                      | (unsigned long long)(unsigned int)s.s_first[1] << 32
+                                                : warp_sum_u64(s.warp_before[lane]);
         first_above = (int)(all & 0xffffffffull);
         first_inside = (int)(all >> 32);
     } else {  // the radix passes rewrote hist: the CTAs' counts exchanged at a cluster barrier
