@@ -2172,20 +2172,39 @@ static_assert((LEAN_WINDOW == 0 || LEAN_WINDOW == 1) && !(LEAN_WINDOW && (LEAN_C
 // this CTA's own threshold bin for k (0 if it holds fewer than k keys) in the low half of s.cta_counts[0], its
 // highest non-empty bin (0 if none) in the high half, each written by the one thread whose four bins hold it.
 // (cta_counts' own use, the heavy ties' counts, comes after a cluster barrier that follows the peers' reads.)
+// Two levels, so that most warps issue ~15 instructions: each warp's total (its 128 bins) by one REDUX, the keys in
+// the warps past it by another after a barrier; only the warp holding the threshold bin scans its lanes, and only
+// the one holding the highest bin looks for it (a ballot).
 template <int SMEM>
 __device__ __forceinline__ void lean_window_bounds(WideShared<SMEM>& s, int m, int k) {
-    const int t = threadIdx.x;
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     __syncthreads();  // this CTA's histogram is complete
-    int below;
-    const int4 v = bins_scan(s.hist, s.warp_sums, below);
+    const int4 v = reinterpret_cast<const int4*>(s.hist)[t];  // bins 4t .. 4t + 3 (warp w: bins 128 w ..)
+    const int mine = v.x + v.y + v.z + v.w;
+    const int warp_total = (int)__reduce_add_sync(0xffffffffu, (unsigned int)mine);
+    if (lane == 0) s.warp_sums[warp] = warp_total;
+    __syncthreads();
+    const int later = (int)__reduce_add_sync(0xffffffffu, lane > warp ? (unsigned int)s.warp_sums[lane] : 0u);
     unsigned short* const bounds = reinterpret_cast<unsigned short*>(&s.cta_counts[0]);
-    int above = m - below;  // keys in bins 4t and up (every key of the chunk is counted: key 0 only past m)
     const int count[4] = {v.x, v.y, v.z, v.w};
+    if (later < k && later + warp_total >= k) {  // the threshold bin is this warp's (warp-uniform)
+        int from_here = mine;  // keys in this warp's bins from 4t up
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        above -= count[e];  // keys in bins past 4t + e
-        if (above < k && above + count[e] >= k) bounds[0] = (unsigned short)(4 * t + e);
-        if (above == 0 && count[e] != 0) bounds[1] = (unsigned short)(4 * t + e);
+        for (int off = 1; off < 32; off <<= 1) {
+            const int x = __shfl_down_sync(0xffffffffu, from_here, off);
+            if (lane + off < 32) from_here += x;
+        }
+        int above = later + from_here;  // keys in bins 4t and up (every key of the chunk is counted: key 0 past m only)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            above -= count[e];  // keys in bins past 4t + e
+            if (above < k && above + count[e] >= k) bounds[0] = (unsigned short)(4 * t + e);
+        }
+    }
+    if (later == 0 && warp_total != 0) {  // the highest non-empty bin is this warp's (warp-uniform)
+        const unsigned int holding = __ballot_sync(0xffffffffu, mine != 0);
+        if (lane == 31 - __clz((int)holding))
+            bounds[1] = (unsigned short)(4 * t + (count[3] ? 3 : count[2] ? 2 : count[1] ? 1 : 0));
     }
     if (t == 0) {  // no thread above found one
         if (m < k) bounds[0] = 0;

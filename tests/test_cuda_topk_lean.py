@@ -256,11 +256,30 @@ def window_model(hists, lens, k, cluster):
     is too wide (the sums' fallback)."""
     bounds = []
     for hist, m in zip(hists, lens):
-        above = np.concatenate([np.cumsum(hist[::-1])[::-1][1:], [0]])  # keys in bins past b
-        own = [b for b in range(BINS) if above[b] < k <= above[b] + hist[b]]
-        top = [b for b in range(BINS) if above[b] == 0 and hist[b] != 0]
+        # thread t's four bins 4t.., warp w's 128 bins 128w..: the warp totals, the keys in the warps past each
+        mine = hist.reshape(THREADS, 4)
+        totals = mine.sum(1).reshape(32, 32).sum(1)
+        later = np.concatenate([np.cumsum(totals[::-1])[::-1][1:], [0]])
+        own, top = [], []
+        for w in range(32):
+            if later[w] < k <= later[w] + totals[w]:  # its lanes' suffix (shuffles down), then each lane's four bins
+                from_here = np.cumsum(mine[32 * w:32 * w + 32].sum(1)[::-1])[::-1]
+                for lane in range(32):
+                    above = int(later[w] + from_here[lane])
+                    for e in range(4):
+                        above -= int(mine[32 * w + lane, e])
+                        if above < k <= above + mine[32 * w + lane, e]:
+                            own.append(4 * (32 * w + lane) + e)
+            if later[w] == 0 and totals[w] != 0:  # the highest lane holding keys, its highest bin holding some
+                lane = max(i for i in range(32) if mine[32 * w + i].sum())
+                top.append(4 * (32 * w + lane) + max(e for e in range(4) if mine[32 * w + lane, e]))
         assert len(own) == (m >= k) and len(top) == (m > 0)  # one writer, or thread 0's 0
         bounds.append((own[0] if own else 0, top[0] if top else 0))
+        # the CTA's own threshold bin and highest bin, as the definitions say
+        if m >= k:
+            assert bounds[-1][0] == threshold(hist, k)[0]
+        if m > 0:
+            assert bounds[-1][1] == int(np.nonzero(hist)[0].max())
     first, last = max(c for c, _ in bounds) >> 2, max(t for _, t in bounds) >> 2
     groups, segments = THREADS // cluster, 32 // cluster
     if last - first >= groups:
