@@ -247,7 +247,9 @@ def test_pairs_on_the_gpu_write_the_models_slots(monkeypatch, k):
 
 def window_model(hists, lens, k, cluster):
     """lean_window_bounds and lean_window_threshold (LEAN_WINDOW) for one row on `cluster` CTAs, line for line:
-    each CTA's own threshold bin (0 below k keys) and highest non-empty bin (0 if none), the window's groups from
+    each CTA's own threshold bin (0 below k keys) and highest non-empty bin (0 if none) by two levels (the warps'
+    totals and the keys past each warp; the lane scan in the one warp holding the first, the highest lane holding
+    keys in the one holding the second: one writer each, checked against their definitions), the window's groups from
     the largest of the first to the largest of the second, and in each CTA, where the window fits TOPK_THREADS /
     cluster groups, thread t's read (peer t % cluster, group first + t / cluster), the sums over the peers (and the
     peers before this CTA) by shuffles, the suffix over the warp's groups (shuffles down by whole groups) and over
