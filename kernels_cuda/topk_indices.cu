@@ -2393,7 +2393,10 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     for (int i = 0; i < VECS; ++i) q[i] = keys_before(q[i], 4 * (t + TOPK_THREADS * i), m);  // key 0 past m
     if constexpr (!address_early) __syncthreads();  // hist is zeroed
 #pragma unroll
-    for (int i = 0; i < VECS; ++i) count_coarse4<true>(q[i], s.hist);
+    for (int i = 0; i < VECS; ++i) count_coarse4<!LEAN_WINDOW>(q[i], s.hist);
+    // LEAN_WINDOW: every key counted, the padding (key 0 past m, coarse bin 0) too, without a branch a key; its
+    // count taken out of bin 0 once (no real key is 0, so bin 0 is then exact)
+    if (LEAN_WINDOW && t == 0 && 4 * TOPK_THREADS * VECS > m) atomicSub(&s.hist[0], 4 * TOPK_THREADS * VECS - m);
     // LEAN_WINDOW: the threshold and the counts before this CTA from the window (s_threshold, s_first), or where
     // the window is too wide, the sums and the fold as without it (the same in every CTA of the cluster)
     bool windowed = false;
