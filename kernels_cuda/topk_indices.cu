@@ -2429,6 +2429,16 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         }
     }
     const bool ranked = inside <= FAST_CANDIDATES;
+    // LEAN_WINDOW, 8 CTAs, the windowed ranked path: rank 0 loads the row's page-table entries now (one a thread, up
+    // to TOPK_THREADS pages: 1 x 65536 at page size 64; the prefetch put them in L2), they land during the walks, and
+    // it stages them in its slice (free on this path: no sums) before the write-out, so that the candidates' write
+    // after the last cluster barrier maps from shared memory instead of through a round trip to L2
+    constexpr bool table_early_kernel = LEAN_WINDOW && sizeof(s.slice) >= TOPK_THREADS * sizeof(int);
+    const int pages = table_early_kernel ? page_of(n - 1, page_size) + 1 : 0;  // the row's pages (n > k >= 1)
+    const bool table_staged = table_early_kernel && rank == 0 && windowed && coarse && pages <= TOPK_THREADS;
+    int table_entry = 0;
+    if (table_staged && t < pages) table_entry = table_row[t];
+    const int* const map_row = table_staged ? (const int*)s.slice : table_row;  // rank 0's, or the table
 
     // The fold: this CTA's runs start after the peers' keys past the threshold bin and in it, from
     // their coarse histograms (wide_select's sums), spread over the CTA: 32 / CLUSTER warps a peer,
@@ -2541,10 +2551,11 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
             }
         }
         // the candidates delivered (release) before the write-out, in rank 0 after it
-        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
+        if (table_staged && t < pages) s.slice[t] = table_entry;  // before wide_write_staged's CTA barrier
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
         if (rank == 0)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
-                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
+                out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
             });
         return;
     }

@@ -361,9 +361,9 @@ def test_the_window_form_finds_the_threshold_and_the_counts_before_each_cta_that
 @pytest.mark.parametrize("k", [512, 1024, 2048])
 def test_lean_regs_8_2_writes_lean_8s_bits_on_rows_of_every_window_path(monkeypatch, k):
     # DSV4_TOPK_LEAN_FORM (read at import) picks the form under test; either way lean_regs<8, 2> writes the bits of
-    # lean<8> (shared memory, the sums) and of wide_model: rows whose window fits (normal, a row ending mid-group,
-    # heavy ties in one bin, all equal: the radix after the window), rows whose window does not (+inf, chunks
-    # shorter than k), a copy; reruns bitwise
+    # lean<8> (shared memory, the sums) and of wide_model, through a permuted page table: rows whose window fits
+    # (normal, a row ending mid-group; heavy ties in one bin, all equal: the radix after the window), rows whose
+    # window does not (+inf, chunks shorter than k), a copy; reruns bitwise
     import torch
     sms, clusters = T._device(torch.cuda.current_device())
     columns = 65536
@@ -374,7 +374,9 @@ def test_lean_regs_8_2_writes_lean_8s_bits_on_rows_of_every_window_path(monkeypa
     logits[3, 7:] = 0.75  # one bin, the radix's
     logits[4, [5, 999, 40000]] = float("inf")
     seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    page_table = torch.arange(columns // 64, dtype=torch.int32, device="cuda").repeat(len(lens), 1)
+    # a permuted page table a row (the window form's rank 0 maps its candidates through a staged copy of it)
+    table = np.stack([np.random.default_rng(k + b).permutation(columns // 64) for b in range(len(lens))])
+    page_table = torch.tensor(table, dtype=torch.int32, device="cuda")
     rows = logits.cpu().numpy()
     paths = []
     for n in lens[:-1]:
@@ -401,5 +403,6 @@ def test_lean_regs_8_2_writes_lean_8s_bits_on_rows_of_every_window_path(monkeypa
         expected = wide_model(rows[b], n, k, 8, 0, 8)
         if expected is not None:
             modelled += 1
-            assert np.array_equal(out[b], expected), (b, n)
-    assert modelled >= 3 and out[-1].tolist() == list(range(k - 1)) + [-1]
+            assert np.array_equal(out[b], table[b][expected // 64] * 64 + expected % 64), (b, n)
+    copy = np.arange(k - 1)
+    assert modelled >= 3 and out[-1].tolist() == (table[-1][copy // 64] * 64 + copy % 64).tolist() + [-1]
