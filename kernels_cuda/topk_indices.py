@@ -100,6 +100,14 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "63"))
 # barrier before the PDL wait, 8 the counting and placing walks by bit masks (FAST_CUTS bit 8's). The
 # same bits out as without.
 LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
+# DSV4_TOPK_LEAN_FORM (read at import; docs/topk-s13b.md): `window` compiles the lean_regs kernels with the row's
+# threshold found from a window of the peers' bins (each CTA's own threshold bin up to the highest non-empty one)
+# instead of the whole histograms' reduce-scatter, all-gather and fold (LEAN_WINDOW; the same bits out; not with
+# LEAN_CUTS bit 1); unset (or `sums`), today's build
+LEAN_FORMS = ("sums", "window")
+LEAN_FORM = os.environ.get("DSV4_TOPK_LEAN_FORM", "sums")
+if LEAN_FORM not in LEAN_FORMS:
+    raise ValueError(f"DSV4_TOPK_LEAN_FORM={LEAN_FORM!r}: one of {', '.join(LEAN_FORMS)}")
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -135,7 +143,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
-           "LEAN_CUTS": LEAN_CUTS}
+           "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window")}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")

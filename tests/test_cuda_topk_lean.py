@@ -2,14 +2,16 @@
 form (lean_regs<16, 1> / <8, 2>, DSV4_TOPK_LEAN=16r / 8r; lean_regs<2, 2>, DSV4_TOPK_PAIRS=1),
 docs/topk-s10a.md: where the host routes them, that they compile to what it counts on, the 16-CTA
 split in the numpy model of the wide kernel's write-out, and on the GPU their slots against that
-model and the kernels they stand in for."""
+model and the kernels they stand in for. The window form of lean_regs (DSV4_TOPK_LEAN_FORM=window,
+docs/topk-s13b.md): its threshold search, index for index, against the summed histograms' and the fold's."""
 
 import importlib
 
 import numpy as np
 import pytest
 
-from test_cuda_topk import H200, THREADS, BINS, wide_model, wide_model_writes_the_k_largest
+from test_cuda_topk import (BINS, H200, THREADS, coarse_bin, model_row, sortable_key, threshold, wide_model,
+                            wide_model_writes_the_k_largest)
 
 T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
 
@@ -241,3 +243,166 @@ def test_pairs_on_the_gpu_write_the_models_slots(monkeypatch, k):
     monkeypatch.setattr(T, "PAIRS", False)
     fast = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64).cpu().numpy()
     assert (np.sort(fast, axis=1) == np.sort(out, axis=1)).all()
+
+
+def window_model(hists, lens, k, cluster):
+    """lean_window_bounds and lean_window_threshold (LEAN_WINDOW) for one row on `cluster` CTAs, line for line:
+    each CTA's own threshold bin (0 below k keys) and highest non-empty bin (0 if none) by two levels (the warps'
+    totals and the keys past each warp; the lane scan in the one warp holding the first, the highest lane holding
+    keys in the one holding the second: one writer each, checked against their definitions), the window's groups from
+    the largest of the first to the largest of the second, and in each CTA, where the window fits TOPK_THREADS /
+    cluster groups, thread t's read (peer t % cluster, group first + t / cluster), the sums over the peers (and the
+    peers before this CTA) by shuffles, the suffix over the warp's groups (shuffles down by whole groups) and over
+    the later warps' totals, and the search from each group's last bin down. Per CTA the (bin, keys above, keys
+    in it, the earlier CTAs' keys above it, in it) that the one thread finding it writes; None where the window
+    is too wide (the sums' fallback)."""
+    bounds = []
+    for hist, m in zip(hists, lens):
+        # thread t's four bins 4t.., warp w's 128 bins 128w..: the warp totals, the keys in the warps past each
+        mine = hist.reshape(THREADS, 4)
+        totals = mine.sum(1).reshape(32, 32).sum(1)
+        later = np.concatenate([np.cumsum(totals[::-1])[::-1][1:], [0]])
+        own, top = [], []
+        for w in range(32):
+            if later[w] < k <= later[w] + totals[w]:  # its lanes' suffix (shuffles down), then each lane's four bins
+                from_here = np.cumsum(mine[32 * w:32 * w + 32].sum(1)[::-1])[::-1]
+                for lane in range(32):
+                    above = int(later[w] + from_here[lane])
+                    for e in range(4):
+                        above -= int(mine[32 * w + lane, e])
+                        if above < k <= above + mine[32 * w + lane, e]:
+                            own.append(4 * (32 * w + lane) + e)
+            if later[w] == 0 and totals[w] != 0:  # the highest lane holding keys, its highest bin holding some
+                lane = max(i for i in range(32) if mine[32 * w + i].sum())
+                top.append(4 * (32 * w + lane) + max(e for e in range(4) if mine[32 * w + lane, e]))
+        assert len(own) == (m >= k) and len(top) == (m > 0)  # one writer, or thread 0's 0
+        bounds.append((own[0] if own else 0, top[0] if top else 0))
+        # the CTA's own threshold bin and highest bin, as the definitions say
+        if m >= k:
+            assert bounds[-1][0] == threshold(hist, k)[0]
+        if m > 0:
+            assert bounds[-1][1] == int(np.nonzero(hist)[0].max())
+    first, last = max(c for c, _ in bounds) >> 2, max(t for _, t in bounds) >> 2
+    groups, segments = THREADS // cluster, 32 // cluster
+    if last - first >= groups:
+        return None
+    last_warp = (last - first) // segments
+    results = []
+    for rank in range(cluster):
+        part = np.zeros((THREADS, 4), np.int64)
+        t = np.arange(THREADS)
+        peer, g = t % cluster, first + t // cluster
+        for i in np.nonzero((g <= last) & (t // 32 <= last_warp))[0]:
+            part[i] = hists[peer[i]][4 * g[i]:4 * g[i] + 4]
+        before = np.where((peer < rank)[:, None], part, 0)
+        # the xor shuffles: every lane of a group's `cluster` lanes holds the group's sums
+        part = part.reshape(-1, cluster, 4).sum(1).repeat(cluster, 0)
+        before = before.reshape(-1, cluster, 4).sum(1).repeat(cluster, 0)
+        own = part.sum(1) + (before.sum(1) << 32)
+        from_here = own.copy()
+        lane = t & 31
+        off = cluster
+        while off < 32:  # shfl_down: lane + off's value where it is in the warp
+            shifted = np.where(lane + off < 32, np.roll(from_here, -off), 0)
+            from_here = from_here + shifted
+            off <<= 1
+        warp_before = from_here[::32]  # lane 0's
+        found = []
+        for i in np.nonzero((peer == 0) & (g <= last) & (t // 32 <= last_warp))[0]:
+            w = i // 32
+            later = sum(int(warp_before[x]) for x in range(w + 1, last_warp + 1))
+            above = (later & 0xFFFFFFFF) + (int(from_here[i]) & 0xFFFFFFFF) - (int(own[i]) & 0xFFFFFFFF)
+            above_before = (later >> 32) + (int(from_here[i]) >> 32) - (int(own[i]) >> 32)
+            for e in (3, 2, 1, 0):
+                if above < k <= above + part[i, e]:
+                    found.append((4 * int(g[i]) + e, above, int(part[i, e]), above_before, int(before[i, e])))
+                above += int(part[i, e])
+                above_before += int(before[i, e])
+        assert len(found) == 1, (rank, found)
+        results.append(found[0])
+    return results
+
+
+@pytest.mark.parametrize("cluster", [8, 16, 2])
+@pytest.mark.parametrize("data", ["normal", "ties", "inf", "equal", "short"])
+def test_the_window_form_finds_the_threshold_and_the_counts_before_each_cta_that_the_sums_do(cluster, data):
+    # against the summed histograms' threshold (fast_threshold) and the fold's sums over the earlier CTAs; where
+    # the window fits at 8 CTAs, a 1 x 65536 row's is a few dozen groups (the ~3 KB the doc counts on)
+    # the window form counts the padding (key 0) in the histogram and takes it out of bin 0 once: key 0's bin
+    assert coarse_bin(np.zeros(1, np.uint32))[0] == 0 and coarse_bin(sortable_key(np.float32([-np.inf])))[0] == 0
+    rng = np.random.default_rng(cluster + len(data))
+    windowed = 0
+    for n, k in [(65536, 512), (65536, 1024), (65536, 2048), (65531, 512), (40000, 512), (9000, 512), (20011, 2048)]:
+        n = 3000 if data == "short" else n  # chunks shorter than k at 8 and 16 CTAs
+        row = np.full(n, 0.75, np.float32) if data == "equal" else model_row(rng, n, data)
+        keys = sortable_key(row)
+        chunk = (-(-n // cluster) + 3) & ~3
+        spans = [(min(n, r * chunk), min(n, (r + 1) * chunk)) for r in range(cluster)]
+        hists = [np.bincount(coarse_bin(keys[a:b]), minlength=BINS).astype(np.int64) for a, b in spans]
+        model = window_model(hists, [b - a for a, b in spans], k, cluster)
+        if model is None:
+            continue
+        windowed += 1
+        b, above, inside = threshold(sum(hists), k)
+        for rank, found in enumerate(model):
+            fold = (sum(int(h[b + 1:].sum()) for h in hists[:rank]), sum(int(h[b]) for h in hists[:rank]))
+            assert found == (b, above, inside, *fold), (n, k, rank)
+        if data == "normal" and cluster == 8 and n == 65536:
+            bounds = [threshold(h, k)[0] for h in hists]
+            tops = [int(np.nonzero(h)[0].max()) for h in hists]
+            assert 16 <= (max(tops) >> 2) - (max(bounds) >> 2) + 1 <= {512: 40, 1024: 48, 2048: 64}[k]
+    # where each case goes: +inf (the top bin) and chunks all shorter than k (the window from bin 0) take the
+    # window past what 8 or 16 CTAs read at once (the sums again); at 2 CTAs (512 groups) and otherwise most fit
+    fits = cluster == 2 or data not in ("inf", "short")
+    assert windowed >= 3 if fits else windowed == 0, windowed
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [512, 1024, 2048])
+def test_lean_regs_8_2_writes_lean_8s_bits_on_rows_of_every_window_path(monkeypatch, k):
+    # DSV4_TOPK_LEAN_FORM (read at import) picks the form under test; either way lean_regs<8, 2> writes the bits of
+    # lean<8> (shared memory, the sums) and of wide_model, through a permuted page table: rows whose window fits
+    # (normal, a row ending mid-group; heavy ties in one bin, all equal: the radix after the window), rows whose
+    # window does not (+inf, chunks shorter than k), a copy; reruns bitwise
+    import torch
+    sms, clusters = T._device(torch.cuda.current_device())
+    columns = 65536
+    lens = [columns, columns - 5, columns, columns, columns, 3000, 30000, k - 1]
+    generator = torch.Generator(device="cuda").manual_seed(k)
+    logits = torch.randn(len(lens), columns, generator=generator, device="cuda")
+    logits[2] = torch.round(logits[2] * 40) / 40  # ties
+    logits[3, 7:] = 0.75  # one bin, the radix's
+    logits[4, [5, 999, 40000]] = float("inf")
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    # a permuted page table a row (the window form's rank 0 maps its candidates through a staged copy of it)
+    table = np.stack([np.random.default_rng(k + b).permutation(columns // 64) for b in range(len(lens))])
+    page_table = torch.tensor(table, dtype=torch.int32, device="cuda")
+    rows = logits.cpu().numpy()
+    paths = []
+    for n in lens[:-1]:
+        keys = sortable_key(rows[len(paths), :n])
+        chunk = (-(-n // 8) + 3) & ~3
+        spans = [(min(n, r * chunk), min(n, (r + 1) * chunk)) for r in range(8)]
+        hists = [np.bincount(coarse_bin(keys[a:b]), minlength=BINS).astype(np.int64) for a, b in spans]
+        windowed = window_model(hists, [b - a for a, b in spans], k, 8) is not None
+        paths.append((windowed, threshold(sum(hists), k)[2] > 128))
+    assert {(True, False), (True, True), (False, False)} <= set(paths), paths
+
+    def run(setting):
+        monkeypatch.setattr(T, "LEAN", setting)
+        (kernel, *_), = T._launches_from_env(len(lens), columns, True, sms, clusters, {})
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out), kernel
+        return kernel, out.cpu().numpy()
+
+    kernel, out = run("8r")
+    assert kernel == "dsv4_topk_indices_lean_regs<8, 2>"
+    assert np.array_equal(run("8")[1], out)
+    modelled = 0
+    for b, n in enumerate(lens[:-1]):
+        expected = wide_model(rows[b], n, k, 8, 0, 8)
+        if expected is not None:
+            modelled += 1
+            assert np.array_equal(out[b], table[b][expected // 64] * 64 + expected % 64), (b, n)
+    copy = np.arange(k - 1)
+    assert modelled >= 3 and out[-1].tolist() == (table[-1][copy // 64] * 64 + copy % 64).tolist() + [-1]
