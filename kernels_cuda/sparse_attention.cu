@@ -3386,8 +3386,8 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
 }
 #endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
-// (two headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py parses the first against
-// SIGNATURES, tests/test_attention_q_tma.py the second)
+// (two headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py finds SIGNATURES' list among
+// them, tests/test_attention_q_tma.py checks the second is the first plus the tensor map)
 template <bool HAS_SINK, bool SPLIT>
 #if !WS_Q_TMA
 __global__ void __launch_bounds__(WS_THREADS, 1)

@@ -657,7 +657,7 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
 // zeroing barrier before the PDL wait, not between the loads and the atomics
 #define FAST_KEYS_BY_VECTOR 32
-// docs/topk-s13c.md (opt-in; the fast kernel only, not half): the row's page-table entries read into shared
+// docs/topk-s13c.md (default; the fast kernel only, not half): the row's page-table entries read into shared
 // memory while the row loads (one entry a thread, where the row has at most TOPK_THREADS pages), so the
 // write-out maps through shared memory with no global load after the last barrier
 #define FAST_TABLE_SHARED 64
@@ -2254,7 +2254,7 @@ __device__ __forceinline__ void lean_push_sum(const int* hist, int* row_sum, uns
     __syncthreads();                  // and this CTA's own
 }
 
-// ---- LEAN_WINDOW (DSV4_TOPK_LEAN_FORM=window, read at import; default 0; docs/topk-s13b.md): the lean_regs
+// ---- LEAN_WINDOW (DSV4_TOPK_LEAN_FORM=window, read at import; default 1; docs/topk-s13b.md): the lean_regs
 // kernel's threshold from a window of the peers' bins instead of the whole histograms' reduce-scatter,
 // all-gather and fold. The row's threshold bin B is at least each CTA's own threshold bin c_r (the row's keys in
 // bins >= c_r are at least that CTA's k) and at most the highest non-empty bin of any CTA, so only the bins in

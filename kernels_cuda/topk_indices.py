@@ -90,9 +90,12 @@ HALF_CTAS_PER_SM = 2
 # walk over their set bits (the same slots), 16 (with 1) the row's address and predicates made before the PDL
 # wait, 32 the keys past seq_len masked by vector (a test a key before). Default 63 since session 11's call 3:
 # 64 x 16384 took 8.0 -> 6.7 us (SGLang 6.4; check --full and the GPU tests passing under it).
-# docs/topk-s13c.md (opt-in, the fast kernel only): 64 the row's page-table entries read into shared memory while
-# the row loads, the write-out mapped from there (no global load after the last barrier); 127 = 63 + 64.
-FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "63"))
+# docs/topk-s13c.md (the fast kernel only): 64 the row's page-table entries read into shared memory while the row
+# loads, the write-out mapped from there (no global load after the last barrier), 128 (with 8) the bit walk's slots
+# in fewer instructions (REDUX sums, one loop over a thread's mask). Default 255 since session 13's call 3: 64 x
+# 16384 6.7 -> 5.9 us beside SGLang's 6.6 (check --full and the GPU tests bitwise 63's under it); 63 is session
+# 11's.
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "255"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
@@ -103,11 +106,15 @@ LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
 # DSV4_TOPK_LEAN_FORM (read at import; docs/topk-s13b.md): `window` compiles the lean_regs kernels with the row's
 # threshold found from a window of the peers' bins (each CTA's own threshold bin up to the highest non-empty one)
 # instead of the whole histograms' reduce-scatter, all-gather and fold (LEAN_WINDOW; the same bits out; not with
-# LEAN_CUTS bit 1); unset (or `sums`), today's build
+# LEAN_CUTS bit 1). The default since session 13's call 3: 1 x 65536 8.4 -> 6.7 us beside SGLang's 6.9 (check
+# --full and the GPU tests under it); `sums`, session 12's build
 LEAN_FORMS = ("sums", "window")
-LEAN_FORM = os.environ.get("DSV4_TOPK_LEAN_FORM", "sums")
+LEAN_FORM = os.environ.get("DSV4_TOPK_LEAN_FORM", "window")
 if LEAN_FORM not in LEAN_FORMS:
     raise ValueError(f"DSV4_TOPK_LEAN_FORM={LEAN_FORM!r}: one of {', '.join(LEAN_FORMS)}")
+if LEAN_FORM == "window" and LEAN_CUTS & 1:
+    raise ValueError(f"DSV4_TOPK_LEAN_CUTS={LEAN_CUTS} pushes the sums that DSV4_TOPK_LEAN_FORM=window replaces: "
+                     "set DSV4_TOPK_LEAN_FORM=sums with it")
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384

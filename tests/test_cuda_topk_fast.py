@@ -139,8 +139,8 @@ def test_the_switched_fast_kernels_fit_their_ctas_an_sm_without_spills(monkeypat
 @pytest.mark.parametrize("page_size", [64, 48, 8])
 @pytest.mark.parametrize("k", [512, 1024])
 def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, columns, page_size, k):
-    # the same call with the kernels built under FAST_CUTS 255 and 127, 191 (each bit alone) and with the process's
-    # own build: bit for bit, reruns included. fast<4> / fast<2> / fast<1> by width; page size 64 (V4's), 48 (not a
+    # the same call with the kernels built under FAST_CUTS 255 and 127, 191 (each bit alone) and under 63 (session
+    # 11's cuts): bit for bit, reruns included. fast<4> / fast<2> / fast<1> by width; page size 64 (V4's), 48 (not a
     # power of two: the division), 8 (16384 columns: 2048 pages, the global fallback). Rows: normal, heavy ties
     # (the radix path and its write-out), ending mid-vector and mid-row, a copy (seq_len <= k), the threshold in the
     # bin of -inf; the page table a permutation, so a wrong column cannot map right by chance
@@ -166,6 +166,9 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
         assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
         return out
 
+    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 63)  # session 11's cuts, the reference here
+    _loader._module.cache_clear()
+    _loader._function.cache_clear()
     default = run()
     for cuts in (255, 127, 191):
         monkeypatch.setitem(T.DEFINES, "FAST_CUTS", cuts)
