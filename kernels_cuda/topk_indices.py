@@ -96,13 +96,14 @@ HALF_CTAS_PER_SM = 2
 # 16384 6.7 -> 5.9 us beside SGLang's 6.6 (check --full and the GPU tests bitwise 63's under it); 63 is session
 # 11's.
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "255"))
-# DSV4_TOPK_LEAN_CUTS (read at import; default 0, opt-in): the lean_regs kernel's cluster chain, bits of
+# DSV4_TOPK_LEAN_CUTS (read at import; default 12): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
 # st.async and the last cluster barrier an exit guard, 4 the chunk's address and the zeroed histogram's
 # barrier before the PDL wait, 8 the counting and placing walks by bit masks (FAST_CUTS bit 8's). The
-# same bits out as without.
-LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "0"))
+# same bits out as without. Default 12 (4 + 8) since session 13's call 4 measured it with the window form: 1 x 65536
+# k1024 7.1 -> 6.7 us (SGLang 7.0), k512 6.5 -> 6.6 (6.8); 1 and 2 (the pushed sums) stay opt-in, with LEAN_FORM=sums.
+LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "12"))
 # DSV4_TOPK_LEAN_FORM (read at import; docs/topk-s13b.md): `window` compiles the lean_regs kernels with the row's
 # threshold found from a window of the peers' bins (each CTA's own threshold bin up to the highest non-empty one)
 # instead of the whole histograms' reduce-scatter, all-gather and fold (LEAN_WINDOW; the same bits out; not with
