@@ -108,6 +108,18 @@ __device__ __forceinline__ void quad_row_max(float& mx_lo, float& mx_hi) {
     }
 }
 
+// The running row sums l rescaled by alpha plus this tile's, each thread's partial sums first reduced over the quad
+__device__ __forceinline__ void add_quad_row_sums(float& l_lo, float& l_hi, float sum_lo, float sum_hi, float alpha_lo,
+                                                  float alpha_hi) {
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
+        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
+    }
+    l_lo = l_lo * alpha_lo + sum_lo;
+    l_hi = l_hi * alpha_hi + sum_hi;
+}
+
 // The online-softmax step shared by every kernel (tile_softmax, the wgmma2, mma and h64 kernels): given the tile's row maxima
 // (base 2, already reduced over the row), s becomes P = exp2(S - m) with m the new running max, the
 // running sums l take the tile's row sums (reduced over the quad), and alpha is the factor by which
@@ -129,13 +141,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[4 * NT], float mx_lo, 
         sum_lo += s[4 * nt] + s[4 * nt + 1];
         sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
+    add_quad_row_sums(l_lo, l_hi, sum_lo, sum_hi, alpha_lo, alpha_hi);
     m_lo = new_lo;
     m_hi = new_hi;
 }
@@ -2426,13 +2432,7 @@ __device__ __forceinline__ void ws_softmax_update(float (&s)[32], float scale2, 
         sum_lo += s[4 * nt] + s[4 * nt + 1];
         sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
+    add_quad_row_sums(l_lo, l_hi, sum_lo, sum_hi, alpha_lo, alpha_hi);
     m_lo = new_lo;
     m_hi = new_hi;
 }
@@ -2829,13 +2829,7 @@ __device__ __forceinline__ void ws_softmax_pv_split(float (&o)[128], float (&s)[
         sum_lo += s[4 * nt] + s[4 * nt + 1];
         sum_hi += s[4 * nt + 2] + s[4 * nt + 3];
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum_lo += __shfl_xor_sync(0xffffffffu, sum_lo, off);
-        sum_hi += __shfl_xor_sync(0xffffffffu, sum_hi, off);
-    }
-    l_lo = l_lo * alpha_lo + sum_lo;
-    l_hi = l_hi * alpha_hi + sum_hi;
+    add_quad_row_sums(l_lo, l_hi, sum_lo, sum_hi, alpha_lo, alpha_hi);
 }
 // WS_MATH_SPLIT: store_p_swizzled from the bf16 A fragments p (p[ks][0..3]: row lo / hi of column pairs 16 ks + 2 t,
 // then lo / hi of 16 ks + 8 + 2 t), the words p_fragments packed from the same s

@@ -425,11 +425,12 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 2)
 // column order, then the first `remaining` keys inside it in column order; no atomic decides a
 // position. Columns at or past seq_len hold key 0, below every real key, and are never counted.
 
-// Inclusive scan over a warp of 64-bit packed counts (fields never carry into each other).
-__device__ __forceinline__ unsigned long long warp_inclusive_u64(unsigned long long v, int lane) {
+// Inclusive scan over a warp (of counts, or of packed counts whose fields never carry into each other).
+template <typename T>
+__device__ __forceinline__ T warp_inclusive(T v, int lane) {
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
-        const unsigned long long n = __shfl_up_sync(0xffffffffu, v, off);
+        const T n = __shfl_up_sync(0xffffffffu, v, off);
         if (lane >= off) v += n;
     }
     return v;
@@ -580,13 +581,13 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
         unsigned long long incl[2 * PACKS];
 #pragma unroll
         for (int p = 0; p < 2 * PACKS; ++p) {
-            incl[p] = warp_inclusive_u64(mine[p], lane);
+            incl[p] = warp_inclusive(mine[p], lane);
             if (lane == 31) warp_packs[p][warp] = incl[p];
         }
         __syncthreads();
 #pragma unroll
         for (int p = 0; p < 2 * PACKS; ++p) {
-            const unsigned long long w = warp_inclusive_u64(warp_packs[p][lane], lane);  // over warps
+            const unsigned long long w = warp_inclusive(warp_packs[p][lane], lane);  // over warps
             const unsigned long long before = (warp ? __shfl_sync(0xffffffffu, w, warp - 1) : 0ull);
             const unsigned long long total = __shfl_sync(0xffffffffu, w, 31);
             incl[p] = before + incl[p] - mine[p];  // exclusive over threads, per field
@@ -838,12 +839,7 @@ __device__ __forceinline__ void narrow_bucket(const int* s, int shift, int& rema
 // CTA's sum. One barrier: `sums` may be written again only after another one.
 __device__ __forceinline__ unsigned int block_scan_packed(unsigned int mine, int* sums, unsigned int* total) {
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    unsigned int inclusive = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-        if (lane >= off) inclusive += x;
-    }
+    const unsigned int inclusive = warp_inclusive(mine, lane);
     if (lane == 31) sums[warp] = (int)inclusive;
     __syncthreads();
     unsigned int before = lane < warp ? (unsigned int)sums[lane] : 0u;
@@ -1246,12 +1242,7 @@ __device__ __forceinline__ void fast_mask_walk(const uint4 (&key)[VECS], unsigne
     const unsigned int inside_bits = from_bits & ~above_bits;
     // block_scan_packed (no total) with the warp sums reduced by redux.sync
     const unsigned int mine = packed_counts(above_bits, inside_bits);
-    unsigned int inclusive = mine;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-        const unsigned int x = __shfl_up_sync(0xffffffffu, inclusive, off);
-        if (lane >= off) inclusive += x;
-    }
+    const unsigned int inclusive = warp_inclusive(mine, lane);
     if (lane == 31) warp_sums[warp] = (int)inclusive;
     __syncthreads();
     const unsigned int before =

@@ -9,11 +9,10 @@ import importlib
 import numpy as np
 import pytest
 
-from tests.test_cuda_topk import coarse_bin, coarse_bin_keys, sortable_key, threshold
-from tests.test_cuda_topk_s11b import bit_walk, rows, thread_keys
+from tests.test_cuda_topk_s11b import bit_walk, walked_rows
 
 T = importlib.import_module("kernels_cuda.topk_indices")
-THREADS, BINS, CANDIDATES = 1024, 4096, 128
+THREADS = 1024
 TABLE_SHARED, MASK_WALK = 64, 128
 
 
@@ -58,25 +57,14 @@ def mask_walk(key, lo, hi):
 def test_the_mask_walk_places_every_key_where_the_bit_walk_does(vecs):
     # FAST_CUTS bit 128 changes the instructions, not the slots: the same above run and the same candidates in
     # the same order as fast_bit_walk (itself checked against the default's place4 walk in test_cuda_topk_s11b)
-    rng = np.random.default_rng(13 + vecs)
-    columns = 4 * THREADS * vecs
     ran = 0
-    for name, row, n, ks in rows(rng, columns):
-        keys = sortable_key(row[:n])
-        for k in ks:
-            if n <= k:
-                continue
-            b, above_total, inside = threshold(np.bincount(coarse_bin(keys), minlength=BINS), k)
-            if inside > CANDIDATES:
-                continue  # the radix path (unchanged by the bit)
-            lo, hi = coarse_bin_keys(b)
-            key = thread_keys(row, n, vecs)
-            got = mask_walk(key, lo, hi)
-            assert got == bit_walk(key, lo, hi), (name, k)
-            assert len(got[0]) == above_total and len(got[1]) == inside, (name, k)
-            # several above keys in one thread's vectors: the whole-mask loop crosses vectors
-            per_thread = np.bincount([c % (4 * THREADS) // 4 for c in got[0]], minlength=THREADS)
-            ran += int(per_thread.max() >= 2)
+    for name, k, key, lo, hi, above_total, inside in walked_rows(np.random.default_rng(13 + vecs), vecs):
+        got = mask_walk(key, lo, hi)
+        assert got == bit_walk(key, lo, hi), (name, k)
+        assert len(got[0]) == above_total and len(got[1]) == inside, (name, k)
+        # several above keys in one thread's vectors: the whole-mask loop crosses vectors
+        per_thread = np.bincount([c % (4 * THREADS) // 4 for c in got[0]], minlength=THREADS)
+        ran += int(per_thread.max() >= 2)
     assert ran >= 3
 
 

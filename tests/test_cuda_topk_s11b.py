@@ -88,29 +88,32 @@ def rows(rng, columns):
             ("bin0", low, 550, (512,))]
 
 
-@pytest.mark.parametrize("vecs", [1, 2, 4])
-def test_the_kept_bits_walk_places_every_key_where_the_place4_walk_does(vecs):
-    # FAST_CUTS bit 8 changes the instructions, not the slots: the same above run and the same
-    # candidates in the same order, so the kernel's output is the default's bit for bit
-    rng = np.random.default_rng(vecs)
-    columns = 4 * THREADS * vecs
-    ran = 0
-    for name, row, n, ks in rows(rng, columns):
+def walked_rows(rng, vecs):
+    """(name, k, key, lo, hi, above_total, inside) for each row of rows() and each k where the fast kernel walks its
+    keys (more keys than k, the threshold bin's keys within CANDIDATES: not the radix path, which no walk changes):
+    the thread-major keys and the threshold bin's key range, with the counts the walks must place."""
+    for name, row, n, ks in rows(rng, 4 * THREADS * vecs):
         keys = sortable_key(row[:n])
         for k in ks:
             if n <= k:
                 continue
             b, above_total, inside = threshold(np.bincount(coarse_bin(keys), minlength=BINS), k)
-            if inside > CANDIDATES:
-                continue  # the radix path (unchanged by the bit)
-            lo, hi = coarse_bin_keys(b)
-            key = thread_keys(row, n, vecs)
-            expected = place4_walk(key, lo, hi)
-            assert bit_walk(key, lo, hi) == expected, (name, k)
-            assert len(expected[0]) == above_total and len(expected[1]) == inside, (name, k)
-            if name == "bin0":
-                assert lo == 0 and (key == 0).sum() > 0  # padding keys present, never inside
-            ran += 1
+            if inside <= CANDIDATES:
+                yield (name, k, thread_keys(row, n, vecs), *coarse_bin_keys(b), above_total, inside)
+
+
+@pytest.mark.parametrize("vecs", [1, 2, 4])
+def test_the_kept_bits_walk_places_every_key_where_the_place4_walk_does(vecs):
+    # FAST_CUTS bit 8 changes the instructions, not the slots: the same above run and the same
+    # candidates in the same order, so the kernel's output is the default's bit for bit
+    ran = 0
+    for name, k, key, lo, hi, above_total, inside in walked_rows(np.random.default_rng(vecs), vecs):
+        expected = place4_walk(key, lo, hi)
+        assert bit_walk(key, lo, hi) == expected, (name, k)
+        assert len(expected[0]) == above_total and len(expected[1]) == inside, (name, k)
+        if name == "bin0":
+            assert lo == 0 and (key == 0).sum() > 0  # padding keys present, never inside
+        ran += 1
     assert ran >= 5
 
 
