@@ -237,14 +237,10 @@ def test_twins_histogram_address_is_the_coarse_bins():
             assert np.array_equal(address, base + 4 * coarse_bin(key.astype(np.uint32)).astype(np.uint64))
 
 
-def twin_model(row, n, k, cluster=4):
-    """twin_select<cluster>'s ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s
-    chunks c p .. c p + c - 1 back to back (c = 8 / cluster), its keys counted, one max16 word a group (key 0
-    past n); the bucket from the summed histograms; each chunk's counting walk over the thread's groups
-    t + 1024 i of that chunk (the groups whose max16 passes, classified on full keys), one packed scan a chunk;
-    the placing walks from the peers' histograms' runs (the fold), a chunk's slots after the CTA's chunks
-    before it. The raw columns by slot, or None where the threshold bin holds more than FAST_CANDIDATES keys
-    (the radix path, not modelled)."""
+def twin_ctas(row, n, cluster):
+    """wide<8>'s chunk of a row of seq_len n, and what each CTA p of a `cluster`-CTA twin loads: (begin, groups,
+    words, hist), its chunks c p .. c p + c - 1 (c = 8 / cluster) back to back as sortable keys in whole groups of
+    four (key 0 past n) and the coarse histogram of its keys."""
     keys = sortable_key(row[:n])
     chunk = (-(-n // 8) + 3) & ~3  # wide<8>'s
     chunks = 8 // cluster
@@ -255,9 +251,24 @@ def twin_model(row, n, k, cluster=4):
         groups = (m + 3) >> 2
         words = np.zeros(4 * groups, np.uint32)
         words[:m] = keys[begin:begin + m]
+        ctas.append((begin, groups, words, np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)))
+    return chunk, ctas
+
+
+def twin_model(row, n, k, cluster=4):
+    """twin_select<cluster>'s ranked path for one aligned row (seq_len n > k), line for line: CTA p on wide<8>'s
+    chunks c p .. c p + c - 1 back to back (c = 8 / cluster), its keys counted, one max16 word a group (key 0
+    past n); the bucket from the summed histograms; each chunk's counting walk over the thread's groups
+    t + 1024 i of that chunk (the groups whose max16 passes, classified on full keys), one packed scan a chunk;
+    the placing walks from the peers' histograms' runs (the fold), a chunk's slots after the CTA's chunks
+    before it. The raw columns by slot, or None where the threshold bin holds more than FAST_CANDIDATES keys
+    (the radix path, not modelled)."""
+    chunk, loaded = twin_ctas(row, n, cluster)
+    chunks, split = 8 // cluster, chunk >> 2
+    ctas = []
+    for begin, groups, words, hist in loaded:
         max16 = words.reshape(groups, 4).max(axis=1) >> 16
-        hist = np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)
-        split = chunk >> 2  # the kernel's chunk_from / chunk_to: chunk c's groups, the last to the end
+        # the kernel's chunk_from / chunk_to: chunk c's groups, the last to the end
         ranges = [(0 if c == 0 else min(groups, c * split), groups if c == chunks - 1 else min(groups, (c + 1) * split))
                   for c in range(chunks)]
         ctas.append((begin, words, max16, hist, ranges))
@@ -325,17 +336,8 @@ def onewalk_model(row, n, k, reverse=False):
     64-bit word, 16 bits a chunk (above | inside << 8); the four chunks' packed words scanned over the threads;
     the placing pass from each chunk's first slots (above | inside << 16) plus the thread's earlier keys of that
     chunk. The raw columns by slot, or None where the threshold bin holds more than FAST_CANDIDATES keys."""
-    keys = sortable_key(row[:n])
-    chunk = (-(-n // 8) + 3) & ~3  # wide<8>'s
+    chunk, ctas = twin_ctas(row, n, 2)
     chunks, split = 4, chunk >> 2
-    ctas = []
-    for p in range(2):
-        begin = min(n, chunks * p * chunk)
-        m = min(n, begin + chunks * chunk) - begin
-        groups = (m + 3) >> 2
-        words = np.zeros(4 * groups, np.uint32)
-        words[:m] = keys[begin:begin + m]
-        ctas.append((begin, groups, words, np.bincount(coarse_bin(keys[begin:begin + m]), minlength=BINS)))
     bucket = cluster_bucket([c[3] for c in ctas], k)
     if bucket is None:
         return None
