@@ -1027,15 +1027,9 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
     const auto mapped_column = [&](int column) {
         return table_cached() ? mapped_paged(table_cache, column, page_size) : mapped_paged(table_row(), column, page_size);
     };
-    {
-        const int last_page = page_of(n - 1, page_size);
-        // TABLE: this thread's page-table entry into the shared copy, issued just before the row's loads (after
-        // them, the last page's register lived across them and spilled half<4>; cp.async holds none while it lands)
-        if (table_cached()) {
-            if (t <= last_page) copy_page_entry(table_cache + t, table_row() + t);
-        } else if (32 * t < last_page + 32) {  // prefetch_table for one row of at most 16384 pages: a line a thread
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row() + min(32 * t, last_page)));
-        }
+    if (!table_cached()) {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
+        const int last = page_of(n - 1, page_size);
+        if (32 * t < last + 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row() + min(32 * t, last)));
     }
     // Every vector that starts before seq_len is one float4 load (it ends within the row: the host
     // launches this kernel on rows that start 16-byte aligned with `columns` % 4 == 0), all issued
@@ -1050,6 +1044,10 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
         for (int i = 0; i < VECS; ++i)
             key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t]
                                                              : make_float4(0.f, 0.f, 0.f, 0.f));
+        // TABLE: this thread's page-table entry into the shared copy, issued after the row's loads (cp.async: no
+        // register holds it while it lands). Page t starts before n: t <= page_of(n - 1), by a product, not
+        // page_of's shift or division, which the prefetch's test shares and would hold live across the loads
+        if (table_cached() && (long long)t * page_size < n) copy_page_entry(table_cache + t, table_row() + t);
 #pragma unroll
         for (int i = 0; i < VECS; ++i) {
             // (the column from a fresh thread index: the compiler would otherwise make the four

@@ -2,7 +2,9 @@
 of DSV4_TOPK_FAST_CUTS bit 64 (the row's page-table entries in shared memory: which entries are read, and the mapping
 from them) and bit 128 (fast_mask_walk: the inside mask from an at-or-above mask, the above keys placed by one loop
 over the thread's whole mask) against the default's; the switched kernels' registers and shared memory under NVRTC;
-and on the GPU, the switched build's output bit for bit against the default's."""
+and on the GPU, the switched build's output bit for bit against the default's. Session 14a's (docs/topk-s14a.md):
+FAST_CUTS bit 256 (fast<1> without bit 64) and HALF_CUTS bit 1 (the half kernel's table in shared memory), their
+resources on the CPU and their bits against the default's on the GPU."""
 
 import importlib
 
@@ -182,6 +184,16 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
 TABLE_SHARED_NOT_1, HALF_TABLE_SHARED = 256, 1
 
 
+def test_the_half_cuts_switch_is_declared_as_a_define_and_off_by_default():
+    # opt-in until the H200 measures it (docs/topk-s14a.md); FAST_CUTS keeps 255 (bit 256 opt-in)
+    import os
+    assert T.DEFINES["HALF_CUTS"] == T.HALF_CUTS
+    if "DSV4_TOPK_HALF_CUTS" not in os.environ:
+        assert T.HALF_CUTS == 0
+    if "DSV4_TOPK_FAST_CUTS" not in os.environ:
+        assert not T.FAST_CUTS & TABLE_SHARED_NOT_1
+
+
 def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
     # HALF_CUTS 1: every half<VECS> within its two CTAs an SM (32 registers), no spill or stack, 4 KB more shared
     # memory (two CTAs still fit); FAST_CUTS 511: fast<1>'s shared memory back to 63's (no table copy), fast<2> /
@@ -230,7 +242,7 @@ def _rebuilt_runs(monkeypatch, settings, run):
     return outs
 
 
-def _random_rows(batch, columns, k, page_size, seed, lens):
+def _random_rows(batch, columns, page_size, seed, lens):
     """Random logits (rows: heavy ties, the threshold in the bin of -inf, the rest normal), seq_lens `lens`, a
     page table of random permutations (a wrong column cannot map right by chance)."""
     import torch
@@ -259,7 +271,7 @@ def test_the_half_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, bat
     sms, clusters = T._device(torch.cuda.current_device())
     lens = ([columns, columns - 5, columns // 2 + 3, columns, k, columns - 1000, k + 1, 37, k // 2 + 1]
             + [columns] * batch)[:batch]
-    logits, seq_lens, page_table = _random_rows(batch, columns, k, page_size, columns + k + page_size, lens)
+    logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + k + page_size, lens)
     (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
     assert launched.startswith("dsv4_topk_indices_half<"), launched
 
@@ -285,7 +297,7 @@ def test_fast1_without_the_table_cut_writes_the_defaults_bits_on_the_gpu(monkeyp
                         "64x4096": (4096, 512, [4096, 4091, 2051, 257, 512, 3096, 513, 37] + [4096] * 56),
                         "64x16384": (16384, 512, [16384, 16379, 8195, 257, 512, 15384, 513, 37] + [16384] * 56)}[shape]
     for page_size in (64, 8):
-        logits, seq_lens, page_table = _random_rows(batch, columns, k, page_size, columns + page_size, lens)
+        logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + page_size, lens)
 
         def run():
             out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
