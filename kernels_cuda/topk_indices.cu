@@ -670,12 +670,13 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 #define FAST_TABLE_SHARED_NOT_1 256
 static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WALK) || (FAST_CUTS & FAST_BIT_WALK)),
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
-              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK) | FAST_TABLE_SHARED_NOT_1");
+              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK) | "
+              "FAST_TABLE_SHARED_NOT_1");
 // HALF_CUTS (DSV4_TOPK_HALF_CUTS, read at import; default 0): cuts of dsv4_topk_indices_half's chain, bits of
-// (docs/topk-s14a.md): 1 FAST_TABLE_SHARED's page-table copy in fast_half_row (the row's entries read one a
-// thread after the row's loads, stored to shared memory with the histogram, the write-out and the candidates'
-// and the heavy ties' mapping from there: no global load after the last barrier; rows of more pages than
-// threads keep the L2 prefetch and the global mapping)
+// (docs/topk-s14a.md): 1 FAST_TABLE_SHARED's page-table copy in fast_half_row (the row's entries copied one a
+// thread into shared memory by cp.async after the row's loads, waited for before the histogram's barrier; the
+// write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
+// sizes below 4 VECS keep the L2 prefetch and the global mapping)
 #define HALF_TABLE_SHARED 1
 static_assert(HALF_CUTS >= 0 && HALF_CUTS <= 1, "HALF_TABLE_SHARED");
 
@@ -1025,7 +1026,8 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
     const auto table_cached = [&]() { return TABLE && page_size >= 4 * VECS; };
     // a raw column through the shared copy, else the row's global entries
     const auto mapped_column = [&](int column) {
-        return table_cached() ? mapped_paged(table_cache, column, page_size) : mapped_paged(table_row(), column, page_size);
+        return table_cached() ? mapped_paged(table_cache, column, page_size)
+                              : mapped_paged(table_row(), column, page_size);
     };
     if (!table_cached()) {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
         const int last = page_of(n - 1, page_size);
