@@ -664,9 +664,21 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 #define FAST_TABLE_SHARED 64
 // (with FAST_BIT_WALK) fast_bit_walk's slots in fewer instructions: fast_mask_walk (docs/topk-s13c.md)
 #define FAST_MASK_WALK 128
-static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 255 && (!(FAST_CUTS & FAST_MASK_WALK) || (FAST_CUTS & FAST_BIT_WALK)),
+// docs/topk-s14a.md (opt-in): fast<1> built without FAST_TABLE_SHARED (its other cuts kept; fast<2> and fast<4>
+// keep it): the short batch (rows <= k, the copy path, at fast<1>) ran 1.053 us at 63 and 1.078 at 255 with the
+// same copy-path SASS, so the A/B of fast<1>'s 4 KB of shared memory and code against its chain
+#define FAST_TABLE_SHARED_NOT_1 256
+static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WALK) || (FAST_CUTS & FAST_BIT_WALK)),
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
-              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK)");
+              "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK) | "
+              "FAST_TABLE_SHARED_NOT_1");
+// HALF_CUTS (DSV4_TOPK_HALF_CUTS, read at import; default 0): cuts of dsv4_topk_indices_half's chain, bits of
+// (docs/topk-s14a.md): 1 FAST_TABLE_SHARED's page-table copy in fast_half_row (the row's entries copied one a
+// thread into shared memory by cp.async after the row's loads, waited for before the histogram's barrier; the
+// write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
+// sizes below 4 VECS keep the L2 prefetch and the global mapping)
+#define HALF_TABLE_SHARED 1
+static_assert(HALF_CUTS >= 0 && HALF_CUTS <= 1, "HALF_TABLE_SHARED");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -895,6 +907,17 @@ __device__ __forceinline__ void prefetch_table(const int* table_row, int first, 
         asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row + min(p, p1)));
 }
 
+// HALF_TABLE_SHARED: a page-table entry copied to shared memory by cp.async (4 bytes), so no register holds it
+// while it lands (fast_half_row is at its 32: a register for it spills half<2> and half<4>); visible to this
+// thread after wait_page_entries(), to the CTA after a barrier past that. After the loads before it ("memory").
+__device__ __forceinline__ void copy_page_entry(int* slot, const int* entry) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned int)__cvta_generic_to_shared(slot)),
+                 "l"(entry)
+                 : "memory");
+}
+
+__device__ __forceinline__ void wait_page_entries() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 // ---- dsv4_topk_indices_half: the fast kernel's selection at 32 registers, on fp16 bins ----
 // SGLang's TopKRegister<4> keeps a 16384-column row in registers at two 1024-thread CTAs an SM (32
 // registers a thread), so 256 rows run in one wave. fast_half_row does the same with this file's
@@ -985,17 +1008,28 @@ __device__ __forceinline__ void rank_candidates_by_votes(const uint2* candidates
     }
 }
 
-template <int VECS>
+// TABLE (HALF_CUTS & HALF_TABLE_SHARED): table_cache (TOPK_THREADS entries) takes the row's page-table entries
+// (the fast kernel's FAST_TABLE_SHARED), and every mapping reads them there
+template <int VECS, bool TABLE>
 __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, long long columns, int n,
                                               const int* __restrict__ page_table, long long table_stride,
                                               int* __restrict__ out, int k, int page_size, int* hist,
                                               uint2* candidates, int* warp_sums, int* warp_sums2, int* s_threshold,
-                                              int* s_candidates) {
+                                              int* s_candidates, int* table_cache) {
     const int t = threadIdx.x;
     const auto row = [&]() { return reinterpret_cast<const float4*>(logits + (long long)fresh_row() * columns); };
     const auto table_row = [&]() { return page_table + (long long)fresh_row() * table_stride; };
     const auto out_row = [&]() { return out + (long long)fresh_row() * k; };
-    {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
+    // Whether the row's entries are in the copy: at page sizes of at least 4 VECS every row this kernel selects
+    // (n <= 4096 VECS) has at most TOPK_THREADS pages. A launch-wide test of an argument, made again where used (a
+    // test of n would keep n live through the selection: a register half<4> does not have)
+    const auto table_cached = [&]() { return TABLE && page_size >= 4 * VECS; };
+    // a raw column through the shared copy, else the row's global entries
+    const auto mapped_column = [&](int column) {
+        return table_cached() ? mapped_paged(table_cache, column, page_size)
+                              : mapped_paged(table_row(), column, page_size);
+    };
+    if (!table_cached()) {  // prefetch_table for one row of at most 16384 pages: one line a thread at most
         const int last = page_of(n - 1, page_size);
         if (32 * t < last + 32) asm volatile("prefetch.global.L2 [%0];" ::"l"(table_row() + min(32 * t, last)));
     }
@@ -1012,6 +1046,10 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
         for (int i = 0; i < VECS; ++i)
             key[i] = raw_bits(4 * (i * TOPK_THREADS + t) < n ? src[i * TOPK_THREADS + t]
                                                              : make_float4(0.f, 0.f, 0.f, 0.f));
+        // TABLE: this thread's page-table entry into the shared copy, issued after the row's loads (cp.async: no
+        // register holds it while it lands). Page t starts before n: t <= page_of(n - 1), by a product, not
+        // page_of's shift or division, which the prefetch's test shares and would hold live across the loads
+        if (table_cached() && (long long)t * page_size < n) copy_page_entry(table_cache + t, table_row() + t);
 #pragma unroll
         for (int i = 0; i < VECS; ++i) {
             // (the column from a fresh thread index: the compiler would otherwise make the four
@@ -1034,6 +1072,7 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
         atomicAdd(&hist[top[p] >> 20], 1);
         atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
     }
+    if (table_cached()) wait_page_entries();  // the copy is read after lean_threshold's barriers
     __syncthreads();
     lean_threshold(hist, n, k, warp_sums, s_threshold);
     const unsigned int bin = s_threshold[0];
@@ -1082,9 +1121,12 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
             // (the candidates appended, which are the bin's keys: a count that could differ, for
             // NaN scores passed unvalidated, never ranks an unwritten entry)
             const int above_total = s_threshold[1], inside = min(*s_candidates, FAST_CANDIDATES);
-            write_mapped(out_row(), staging, above_total, table_row(), page_size);
+            if (table_cached())  // (not unrolled: the shared copy's form, as the fast kernel's)
+                write_mapped_shared(out_row(), staging, above_total, table_cache, page_size);
+            else
+                write_mapped(out_row(), staging, above_total, table_row(), page_size);
             rank_candidates_by_votes(candidates, inside, k - above_total, [&](int rank, int column) {
-                out_row()[above_total + rank] = mapped_paged(table_row(), column, page_size);
+                out_row()[above_total + rank] = mapped_column(column);
             });
         }
         return;
@@ -1148,7 +1190,10 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
                });
     }
     __syncthreads();
-    write_mapped(out_row(), staging, k, table_row(), page_size);
+    if (table_cached())
+        write_mapped_shared(out_row(), staging, k, table_cache, page_size);
+    else
+        write_mapped(out_row(), staging, k, table_row(), page_size);
 }
 
 // FAST_CUTS & FAST_BIT_WALK (and LEAN_CUTS & LEAN_BIT_WALK): the counting and placing walks over a
@@ -1271,8 +1316,11 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     __shared__ int warp_sums[TOPK_WARPS], warp_sums2[TOPK_WARPS];
     __shared__ int s_threshold[3];
     __shared__ int s_candidates;  // HALF: candidates appended so far
-    // FAST_CUTS & FAST_TABLE_SHARED: the row's page-table entries, where it has at most TOPK_THREADS pages
-    constexpr bool table_shared = !HALF && (FAST_CUTS & FAST_TABLE_SHARED);
+    // FAST_CUTS & FAST_TABLE_SHARED (not fast<1> under FAST_TABLE_SHARED_NOT_1), HALF_CUTS & HALF_TABLE_SHARED: the
+    // row's page-table entries, where it has at most TOPK_THREADS pages
+    constexpr bool table_shared =
+        HALF ? (HALF_CUTS & HALF_TABLE_SHARED) != 0
+             : (FAST_CUTS & FAST_TABLE_SHARED) && !(VECS == 1 && (FAST_CUTS & FAST_TABLE_SHARED_NOT_1));
     __shared__ int table_cache[table_shared ? TOPK_THREADS : 1];
 
     const int t = threadIdx.x;
@@ -1348,8 +1396,8 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     }
     if (n > 4 * TOPK_THREADS * VECS) return;  // uniform in the CTA, before any barrier
     if (HALF) {
-        fast_half_row<VECS>(logits, columns, n, page_table, table_stride, out, k, page_size, hist, candidates,
-                            warp_sums, warp_sums2, s_threshold, &s_candidates);
+        fast_half_row<VECS, table_shared>(logits, columns, n, page_table, table_stride, out, k, page_size, hist,
+                                          candidates, warp_sums, warp_sums2, s_threshold, &s_candidates, table_cache);
         return;
     }
     // The host launches this kernel only on rows that start 16-byte aligned (`columns` % 4 == 0 and

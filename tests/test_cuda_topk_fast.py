@@ -2,7 +2,9 @@
 of DSV4_TOPK_FAST_CUTS bit 64 (the row's page-table entries in shared memory: which entries are read, and the mapping
 from them) and bit 128 (fast_mask_walk: the inside mask from an at-or-above mask, the above keys placed by one loop
 over the thread's whole mask) against the default's; the switched kernels' registers and shared memory under NVRTC;
-and on the GPU, the switched build's output bit for bit against the default's."""
+and on the GPU, the switched build's output bit for bit against the default's. Session 14a's (docs/topk-s14a.md):
+FAST_CUTS bit 256 (fast<1> without bit 64) and HALF_CUTS bit 1 (the half kernel's table in shared memory), their
+resources on the CPU and their bits against the default's on the GPU."""
 
 import importlib
 
@@ -175,3 +177,132 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
     taken = torch.gather(logits, 1, torch.where(default >= 0, default, 0).long() % page_size + page_size * page)
     valid = torch.arange(k, device="cuda") < seq_lens[:, None]
     assert torch.equal(torch.where(valid, taken, 0).sort(1).values, torch.where(valid, expected, 0).sort(1).values)
+
+
+# ---- session 14a (docs/topk-s14a.md): FAST_CUTS bit 256 (fast<1> without bit 64) and HALF_CUTS bit 1 (the half
+# kernel's page table in shared memory)
+TABLE_SHARED_NOT_1, HALF_TABLE_SHARED = 256, 1
+
+
+def test_the_half_cuts_switch_is_declared_as_a_define_and_off_by_default():
+    # opt-in until the H200 measures it (docs/topk-s14a.md); FAST_CUTS keeps 255 (bit 256 opt-in)
+    import os
+    assert T.DEFINES["HALF_CUTS"] == T.HALF_CUTS
+    if "DSV4_TOPK_HALF_CUTS" not in os.environ:
+        assert T.HALF_CUTS == 0
+    if "DSV4_TOPK_FAST_CUTS" not in os.environ:
+        assert not T.FAST_CUTS & TABLE_SHARED_NOT_1
+
+
+def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
+    # HALF_CUTS 1: every half<VECS> within its two CTAs an SM (32 registers), no spill or stack, 4 KB more shared
+    # memory (two CTAs still fit); FAST_CUTS 511: fast<1>'s shared memory back to 63's (no table copy), fast<2> /
+    # fast<4> keep 255's
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    half = [f"dsv4_topk_indices_half<{v}>" for v in T.FAST_VECS]
+    fast = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS]
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", half + fast)
+    res = {}
+    for fast_cuts, half_cuts in ((63, 0), (255, 0), (255 | TABLE_SHARED_NOT_1, HALF_TABLE_SHARED)):
+        monkeypatch.setitem(T.DEFINES, "FAST_CUTS", fast_cuts)
+        monkeypatch.setitem(T.DEFINES, "HALF_CUTS", half_cuts)
+        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+        r = build.resources(log, lowered)
+        for expr in half + fast:
+            assert r[expr]["spill_stores"] == r[expr]["spill_loads"] == r[expr]["stack"] == 0, (fast_cuts, expr, r)
+        for expr in half + fast[:1]:
+            assert r[expr]["registers"] <= 32, (half_cuts, expr, r[expr])
+        res[fast_cuts] = r
+    switched = res[255 | TABLE_SHARED_NOT_1]
+    for expr in half:
+        assert switched[expr]["smem"] == res[255][expr]["smem"] + 4 * THREADS, expr
+        assert 2 * switched[expr]["smem"] <= 227 * 1024, expr
+    assert switched[fast[0]]["smem"] == res[63][fast[0]]["smem"]
+    for expr in fast[1:]:
+        assert switched[expr]["smem"] == res[255][expr]["smem"], expr
+
+
+def _rebuilt_runs(monkeypatch, settings, run):
+    """run() under each {DEFINES key: value} of `settings` (the loader's caches cleared, so each compiles; the
+    process's DEFINES back after each): the outputs in order."""
+    from kernels_cuda import _loader
+    outs = []
+    for setting in settings:
+        for key, value in setting.items():
+            monkeypatch.setitem(T.DEFINES, key, value)
+        _loader._module.cache_clear()
+        _loader._function.cache_clear()
+        try:
+            outs.append(run())
+        finally:
+            monkeypatch.undo()
+            _loader._module.cache_clear()
+            _loader._function.cache_clear()
+    return outs
+
+
+def _random_rows(batch, columns, page_size, seed, lens):
+    """Random logits (rows: heavy ties, the threshold in the bin of -inf, the rest normal), seq_lens `lens`, a
+    page table of random permutations (a wrong column cannot map right by chance)."""
+    import torch
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    logits = torch.randn(batch, columns, generator=generator, device="cuda")
+    logits[1] = torch.round(logits[1] * 40) / 40
+    logits[3] = -float("inf")
+    logits[3, :450] = torch.randn(450, generator=generator, device="cuda")
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    pages = -(-columns // page_size)
+    page_table = torch.stack([torch.randperm(pages, generator=generator, device="cuda") for _ in range(batch)]).int()
+    return logits, seq_lens, page_table
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch,columns", [(256, 16384), (256, 8192), (300, 4096)])
+@pytest.mark.parametrize("page_size", [64, 16, 8])
+@pytest.mark.parametrize("k", [512, 1024])
+def test_the_half_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, batch, columns, page_size, k):
+    # the half kernel (more rows than one wave of the fast kernel: 256 x 16384 -> half<4>, 256 x 8192 -> half<2>,
+    # 300 x 4096 -> half<1>) built under HALF_CUTS 1 against HALF_CUTS 0, bit for bit, reruns included. Page size 64
+    # (V4's), 16 (16384 columns: 1024 pages, every thread loads an entry), 8 (at 16384 columns 2048 pages: the
+    # global fallback). Rows: heavy ties (the radix path's write-out), the threshold in the bin of -inf, seq_len
+    # at k and below (the copy), mid-vector and mid-row ends, the rest full
+    import torch
+    sms, clusters = T._device(torch.cuda.current_device())
+    lens = ([columns, columns - 5, columns // 2 + 3, columns, k, columns - 1000, k + 1, 37, k // 2 + 1]
+            + [columns] * batch)[:batch]
+    logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + k + page_size, lens)
+    (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
+    assert launched.startswith("dsv4_topk_indices_half<"), launched
+
+    def run():
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
+        return out
+
+    default, cut = _rebuilt_runs(monkeypatch, [{"HALF_CUTS": 0}, {"HALF_CUTS": HALF_TABLE_SHARED}], run)
+    assert torch.equal(cut, default)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["b64-short", "b64-short-k1024", "64x4096", "64x16384"])
+def test_fast1_without_the_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
+    # FAST_CUTS 511 (fast<1> without bit 64) against 255, bit for bit: the short batches (the copy path, the bench's
+    # b64-short lengths), fast<1> selecting (64 x 4096, page sizes 64 and 8 in turn) and fast<4> (which keeps bit
+    # 64 under 511)
+    import torch
+    batch = 64
+    columns, k, lens = {"b64-short": (512, 512, [7 * i + 1 for i in range(batch)]),
+                        "b64-short-k1024": (1024, 1024, [15 * i + 1 for i in range(batch)]),
+                        "64x4096": (4096, 512, [4096, 4091, 2051, 257, 512, 3096, 513, 37] + [4096] * 56),
+                        "64x16384": (16384, 512, [16384, 16379, 8195, 257, 512, 15384, 513, 37] + [16384] * 56)}[shape]
+    for page_size in (64, 8):
+        logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + page_size, lens)
+
+        def run():
+            out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
+            assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
+            return out
+
+        default, cut = _rebuilt_runs(monkeypatch, [{"FAST_CUTS": 255}, {"FAST_CUTS": 255 | TABLE_SHARED_NOT_1}], run)
+        assert torch.equal(cut, default), page_size
