@@ -1619,6 +1619,9 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EA
 // the row's threshold and each CTA's counts before it from the window of the peers' bins (lean_window_bounds /
 // lean_window_threshold, LEAN_WINDOW's) instead of the reduce-scatter, all-gather and fold: the same bits.
 static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
+// DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): a row selected alone in wide<4> / wide<8> maps
+// its write-out through its page-table entries staged in shared memory during the load (see wide_select)
+static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
@@ -1965,6 +1968,15 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     const uint4* groups4 = reinterpret_cast<const uint4*>(chunk_keys);
     const int column0 = begin - shift;  // column of word 0
 
+    // WIDE_TABLE (a row selected alone, in a kernel whose slice holds TOPK_THREADS words: wide<4>, wide<8>): the row's
+    // page-table entries, one a thread where it has at most TOPK_THREADS pages, loaded while the chunk is in flight,
+    // staged in the slice (free: no sums) after the histogram, and the write-out mapped from there (as the fast
+    // kernel's FAST_TABLE_SHARED): no global load after the last barrier. Uniform in the CTA.
+    constexpr bool table_kernel = CLUSTER == 1 && WIDE_TABLE && sizeof(s.slice) >= TOPK_THREADS * sizeof(int);
+    const int last_page = table_kernel ? page_of(m - 1, page_size) : 0;  // (m = n > k >= 1 alone)
+    const bool table_staged = table_kernel && last_page < TOPK_THREADS;
+    int table_entry = 0;
+
     if (t < shift) chunk_keys[t] = 0u;
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
     __syncthreads();  // (also: hist is zeroed)
@@ -1978,7 +1990,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         cp_async_commit();
         for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
         cp_async_commit();
-        prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+        if (!table_staged) prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+        else if (t <= last_page)  // volatile: issued after the chunk's copies (the contract sizes the table by seq_len)
+            asm volatile("ld.global.u32 %0, [%1];" : "=r"(table_entry) : "l"(table_row + t));
         if (t < head) {
             const unsigned int key = sortable_key(src[t]);
             keys[t] = key;
@@ -2008,6 +2022,8 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         wide_barrier<CLUSTER>();  // every CTA's histogram is complete
         wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     }
+    if (table_staged && t <= last_page) s.slice[t] = table_entry;  // read after fast_threshold's barriers
+    const int* const map_row = table_staged ? (const int*)s.slice : table_row;  // the table, or its staged entries
     if (!windowed) fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
     int inside, remaining;
     unsigned int lo, hi;
@@ -2121,11 +2137,11 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
-        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
         // past the wait the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
-                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
+                out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
             });
         return;
     }
