@@ -16,6 +16,16 @@ T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name i
 
 MIXED_64 = [min(262144, (512 << (i % 10)) + 37 * i) for i in range(64)]  # harness/cases.py's _TOPK_MIXED_64
 
+# batches of mixed lengths, each more than a wave of wide<8> (a planned launch, rows sized by length): the bench's;
+# rows of every CTA count of wide<8> (1 .. 8) with copies and rows not a multiple of 4; long rows only (16 on 4 CTAs,
+# two to a place, and 8 on 8)
+BATCHES = {
+    "mixed": MIXED_64,
+    "every-count": [262144, 262141, 163843, 131075, 90001, 81923, 70001, 40961, 40959, 20003, 4097, 513, 512, 7, 0,
+                    262143, 100003, 45001],
+    "fours": [131073 + 1237 * i for i in range(16)] + [163841, 200003, 262144, 262142, 250001, 180005, 199999, 262141],
+}
+
 
 def test_the_switches_are_off_by_default_and_move_no_launch():
     assert T.DEFINES["WIDE_WINDOW"] == T.WIDE_WINDOW and T.DEFINES["WIDE_TABLE"] == T.WIDE_TABLE
@@ -27,6 +37,10 @@ def test_the_switches_are_off_by_default_and_move_no_launch():
     (cluster, solo_up_to, groups), rows = T.plan_route(MIXED_64, 512, *H200)
     assert (cluster, solo_up_to, groups) == (8, T.MAX_CHUNK, True) and len(rows) == 17
     assert T.long_plan(MIXED_64, 512, *H200) is None  # the mixed batch stays on wide<8>
+    for lens in BATCHES.values():  # the GPU test's batches: each a planned wide<8> launch of fewer places than rows
+        (cluster, solo_up_to, groups), rows = T.plan_route(lens, 512, *H200)
+        assert (cluster, solo_up_to, groups) == (8, T.MAX_CHUNK, True) and len(rows) < len(lens)
+        assert T.long_plan(lens, 512, *H200) is None
 
 
 @pytest.mark.parametrize("window, table, spill", [(1, 0, 16), (0, 1, 0), (1, 1, 32)])
@@ -65,16 +79,6 @@ def _rebuilt(monkeypatch, window, table, call):
         monkeypatch.setitem(T.DEFINES, "WIDE_TABLE", T.WIDE_TABLE)
         _loader._module.cache_clear()
         _loader._function.cache_clear()
-
-
-# batches of mixed lengths: the bench's; rows of every CTA count of wide<8> (1 .. 8) in one launch with copies and
-# rows not a multiple of 4; long rows only (every row on 4 or 8 CTAs: two groups of 4 share a place)
-BATCHES = {
-    "mixed": MIXED_64,
-    "every-count": [262144, 262141, 163843, 131075, 90001, 81923, 70001, 40961, 40959, 20003, 4097, 513, 512, 7, 0,
-                    262143, 100003, 45001],
-    "fours": [163841, 131073, 140002, 150003, 160001, 133335, 262144, 262142],
-}
 
 
 @pytest.mark.gpu
