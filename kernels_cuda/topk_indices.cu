@@ -1663,6 +1663,14 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EA
                      == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_EARLY,
               "four distinct bits");
 
+// DSV4_TOPK_WIDE_WINDOW (read at import; default 0; docs/topk-s14b.md): wide_select's rows on 2 or more CTAs take
+// the row's threshold and each CTA's counts before it from the window of the peers' bins (lean_window_bounds /
+// lean_window_threshold, LEAN_WINDOW's) instead of the reduce-scatter, all-gather and fold: the same bits.
+static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
+// DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): a row selected alone in wide<4> / wide<8> maps
+// its write-out through its page-table entries staged in shared memory during the load (see wide_select)
+static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
+
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
@@ -1857,6 +1865,136 @@ __device__ __forceinline__ unsigned int read_threshold(const int* s_threshold, i
     return bin;
 }
 
+// ---- LEAN_WINDOW (DSV4_TOPK_LEAN_FORM=window, read at import; default 1; docs/topk-s13b.md): the lean_regs
+// kernel's threshold from a window of the peers' bins instead of the whole histograms' reduce-scatter,
+// all-gather and fold. The row's threshold bin B is at least each CTA's own threshold bin c_r (the row's keys in
+// bins >= c_r are at least that CTA's k) and at most the highest non-empty bin of any CTA, so only the bins in
+// [max c_r, max top_r] travel: ~26 groups of 4 a peer at 1 x 65536 k 512 (~3 KB into a CTA) where the sums and the
+// fold move ~55 KB into rank 7, with one cluster barrier fewer. The same B and the same counts before each CTA as
+// the sums give, so the same bits out.
+// LEAN_WINDOW, before the cluster barrier (the histogram of this CTA's m keys complete or not: one barrier first):
+// this CTA's own threshold bin for k (0 if it holds fewer than k keys) in the low half of s.cta_counts[0], its
+// highest non-empty bin (0 if none) in the high half, each written by the one thread whose four bins hold it.
+// (cta_counts' own use, the heavy ties' counts, comes after a cluster barrier that follows the peers' reads.)
+// Two levels, so that most warps issue ~15 instructions: each warp's total (its 128 bins) by one REDUX, the keys in
+// the warps past it by another after a barrier; only the warp holding the threshold bin scans its lanes, and only
+// the one holding the highest bin looks for it (a ballot).
+template <int SMEM>
+__device__ __forceinline__ void lean_window_bounds(WideShared<SMEM>& s, int m, int k) {
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    __syncthreads();  // this CTA's histogram is complete
+    const int4 v = reinterpret_cast<const int4*>(s.hist)[t];  // bins 4t .. 4t + 3 (warp w: bins 128 w ..)
+    const int mine = v.x + v.y + v.z + v.w;
+    const int warp_total = (int)__reduce_add_sync(0xffffffffu, (unsigned int)mine);
+    if (lane == 0) s.warp_sums[warp] = warp_total;
+    __syncthreads();
+    const int later = (int)__reduce_add_sync(0xffffffffu, lane > warp ? (unsigned int)s.warp_sums[lane] : 0u);
+    unsigned short* const bounds = reinterpret_cast<unsigned short*>(&s.cta_counts[0]);
+    const int count[4] = {v.x, v.y, v.z, v.w};
+    if (later < k && later + warp_total >= k) {  // the threshold bin is this warp's (warp-uniform)
+        int from_here = mine;  // keys in this warp's bins from 4t up
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const int x = __shfl_down_sync(0xffffffffu, from_here, off);
+            if (lane + off < 32) from_here += x;
+        }
+        int above = later + from_here;  // keys in bins 4t and up (every key of the chunk is counted: key 0 past m only)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            above -= count[e];  // keys in bins past 4t + e
+            if (above < k && above + count[e] >= k) bounds[0] = (unsigned short)(4 * t + e);
+        }
+    }
+    if (later == 0 && warp_total != 0) {  // the highest non-empty bin is this warp's (warp-uniform)
+        const unsigned int holding = __ballot_sync(0xffffffffu, mine != 0);
+        if (lane == 31 - __clz((int)holding))
+            bounds[1] = (unsigned short)(4 * t + (count[3] ? 3 : count[2] ? 2 : count[1] ? 1 : 0));
+    }
+    if (t == 0) {  // no thread above found one
+        if (m < k) bounds[0] = 0;
+        if (m == 0) bounds[1] = 0;
+    }
+}
+
+// LEAN_WINDOW, after the cluster barrier that follows lean_window_bounds in every CTA: the row's threshold bin in
+// s.s_threshold (bin, keys above it, keys in it: fast_threshold's) and the keys of the CTAs before this one above
+// it and in it in s.s_first, from the window's bins only; false (nothing written, no barrier passed) where the
+// window is wider than the CTA reads at once (TOPK_THREADS / CLUSTER groups of 4 bins), the same in every CTA.
+// Thread t reads peer t % CLUSTER's 16 bytes of the window's group t / CLUSTER (one round trip); shuffles sum them
+// over the peers (and over the peers before this CTA); a suffix scan over the window finds the bin. Two barriers.
+// The row's CTAs are cluster ranks base .. base + CLUSTER - 1 (wide_select's rows sized by length: WIDE_WINDOW);
+// `rank` is this CTA's within the row.
+template <int CLUSTER, int SMEM>
+__device__ __forceinline__ bool lean_window_threshold(WideShared<SMEM>& s, int k, int rank, int base = 0) {
+    constexpr int GROUPS = TOPK_THREADS / CLUSTER, SEGMENTS = 32 / CLUSTER;  // window groups; groups a warp
+    static_assert(GROUPS * CLUSTER == TOPK_THREADS && SEGMENTS * CLUSTER == 32, "a group's peers in one warp");
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    unsigned int bounds = 0u;  // lane p: CTA p's (own threshold bin | highest bin << 16), all in flight together
+    if (lane < CLUSTER)
+        bounds = lane == rank ? (unsigned int)s.cta_counts[0] : (unsigned int)load_peer(&s.cta_counts[0], base + lane);
+    const int first = (int)(__reduce_max_sync(0xffffffffu, bounds & 0xffffu) >> 2);  // the window's groups
+    const int last = (int)(__reduce_max_sync(0xffffffffu, bounds >> 16) >> 2);
+    if (last - first >= GROUPS) return false;
+    const int last_warp = (last - first) / SEGMENTS;
+    const bool in_window = warp <= last_warp;  // warps past the window hold none of it (warp-uniform)
+    const int peer = t % CLUSTER, g = first + t / CLUSTER;
+    int4 part = make_int4(0, 0, 0, 0), before = make_int4(0, 0, 0, 0);
+    unsigned long long own = 0ull, from_here = 0ull;
+    if (in_window) {
+        if (g <= last)
+            part = peer == rank ? reinterpret_cast<const int4*>(s.hist)[g] : load_peer4(&s.hist[4 * g], base + peer);
+        if (peer < rank) before = part;
+#pragma unroll
+        for (int off = 1; off < CLUSTER; off <<= 1) {
+            part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
+            part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
+            part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
+            part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
+            before.x += __shfl_xor_sync(0xffffffffu, before.x, off);
+            before.y += __shfl_xor_sync(0xffffffffu, before.y, off);
+            before.z += __shfl_xor_sync(0xffffffffu, before.z, off);
+            before.w += __shfl_xor_sync(0xffffffffu, before.w, off);
+        }
+        // this group's keys (low word) and those of the CTAs before this one (high word), then summed over this
+        // warp's groups from this one up
+        own = (unsigned long long)(unsigned int)(part.x + part.y + part.z + part.w)
+              | (unsigned long long)(unsigned int)(before.x + before.y + before.z + before.w) << 32;
+        from_here = own;
+#pragma unroll
+        for (int off = CLUSTER; off < 32; off <<= 1) {
+            const unsigned long long x = __shfl_down_sync(0xffffffffu, from_here, off);
+            if (lane + off < 32) from_here += x;
+        }
+        if (lane == 0) s.warp_before[warp] = from_here;  // the warp's window groups
+    }
+    __syncthreads();
+    if (in_window) {
+        const unsigned long long later = lane > warp && lane <= last_warp ? s.warp_before[lane] : 0ull;
+        const unsigned int later_all = __reduce_add_sync(0xffffffffu, (unsigned int)later);
+        const unsigned int later_before = __reduce_add_sync(0xffffffffu, (unsigned int)(later >> 32));
+        if (peer == 0 && g <= last) {
+            int above = (int)(later_all + (unsigned int)from_here - (unsigned int)own);  // keys in groups past g
+            int above_before = (int)(later_before + (unsigned int)(from_here >> 32) - (unsigned int)(own >> 32));
+            const int count[4] = {part.x, part.y, part.z, part.w};
+            const int count_before[4] = {before.x, before.y, before.z, before.w};
+#pragma unroll
+            for (int e = 3; e >= 0; --e) {  // above: keys in bins past 4 g + e
+                if (above < k && above + count[e] >= k) {
+                    s.s_threshold[0] = 4 * g + e;
+                    s.s_threshold[1] = above;
+                    s.s_threshold[2] = count[e];
+                    s.s_first[0] = above_before;
+                    s.s_first[1] = count_before[e];
+                }
+                above += count[e];
+                above_before += count_before[e];
+            }
+        }
+    }
+    __syncthreads();  // s_threshold and s_first written
+    return true;
+}
+
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
 template <int CLUSTER, int SMEM>
@@ -1878,6 +2016,15 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     const uint4* groups4 = reinterpret_cast<const uint4*>(chunk_keys);
     const int column0 = begin - shift;  // column of word 0
 
+    // WIDE_TABLE (a row selected alone, in a kernel whose slice holds TOPK_THREADS words: wide<4>, wide<8>): the row's
+    // page-table entries, one a thread where it has at most TOPK_THREADS pages, loaded while the chunk is in flight,
+    // staged in the slice (free: no sums) after the histogram, and the write-out mapped from there (as the fast
+    // kernel's FAST_TABLE_SHARED): no global load after the last barrier. Uniform in the CTA.
+    constexpr bool table_kernel = CLUSTER == 1 && WIDE_TABLE && sizeof(s.slice) >= TOPK_THREADS * sizeof(int);
+    const int last_page = table_kernel ? page_of(m - 1, page_size) : 0;  // (m = n > k >= 1 alone)
+    const bool table_staged = table_kernel && last_page < TOPK_THREADS;
+    int table_entry = 0;
+
     if (t < shift) chunk_keys[t] = 0u;
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
     __syncthreads();  // (also: hist is zeroed)
@@ -1891,7 +2038,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         cp_async_commit();
         for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
         cp_async_commit();
-        prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+        if (!table_staged) prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
+        else if (t <= last_page)  // volatile: issued after the chunk's copies (the contract sizes the table by seq_len)
+            asm volatile("ld.global.u32 %0, [%1];" : "=r"(table_entry) : "l"(table_row + t));
         if (t < head) {
             const unsigned int key = sortable_key(src[t]);
             keys[t] = key;
@@ -1908,9 +2057,22 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
-    wide_barrier<CLUSTER>();  // every CTA's histogram is complete
-    wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
-    fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
+    // WIDE_WINDOW (a row on 2 or more CTAs): the threshold and the counts before this CTA from the window of the
+    // peers' bins (s_threshold, s_first), or where the window is too wide, the sums as without it (the same in every
+    // CTA of the row)
+    bool windowed = false;
+    if constexpr (CLUSTER > 1 && WIDE_WINDOW) {
+        lean_window_bounds(s, m, k);  // hist counts exactly this CTA's m keys (the padding is never counted)
+        wide_barrier<CLUSTER>();      // every CTA's histogram and window bounds are complete
+        windowed = lean_window_threshold<CLUSTER>(s, k, rank, base);
+        if (!windowed) wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
+    } else {
+        wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+        wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
+    }
+    if (table_staged && t <= last_page) s.slice[t] = table_entry;  // read after fast_threshold's barriers
+    const int* const map_row = table_staged ? (const int*)s.slice : table_row;  // the table, or its staged entries
+    if (!windowed) fast_threshold(counts, n, k, s.warp_sums, s.s_threshold);
     int inside, remaining;
     unsigned int lo, hi;
     const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
@@ -1920,11 +2082,14 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     int* const staging = counts;
     // No radix pass: every CTA's hist still holds its coarse counts (the same decision in every CTA)
     const bool coarse = inside <= FAST_CANDIDATES;
-    // Runs placed from the peers' histograms (fold, the default) or exchanged at a cluster barrier
-    const bool from_hists = CLUSTER > 1 && coarse && fold;
+    // Runs placed from the peers' histograms (fold, the default) or exchanged at a cluster barrier; where the window
+    // gave the threshold, from its counts before this CTA (s_first), passed on as the fold's
+    const bool from_hists = CLUSTER > 1 && coarse && (fold || windowed);
 
     if (!coarse) {
         // Heavy ties: the exact radix over the bucket, cluster-wide (see the fast kernel).
+        // WIDE_WINDOW: every peer is past its reads of this CTA's window (hist, cta_counts) before either is written
+        if (windowed) wide_barrier<CLUSTER>();
         while (inside != remaining && hi != lo) {  // the same in every CTA of the cluster
             const int digit_shift = radix_shift(lo, hi);
             const unsigned int width = hi - lo;
@@ -1941,7 +2106,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     // unchanged until they exit, after the last cluster barrier, which follows these reads.
     if (from_hists) {
         unsigned long long before_here = 0ull;  // above | inside << 32 (each < 2^31: no carry)
-        if (rank > 0 && 4 * t + 3 >= (int)bin) {
+        if (windowed) {  // (written before lean_window_threshold's last barrier; warp_before free since)
+            if (t == 0) before_here = (unsigned int)s.s_first[0] | (unsigned long long)(unsigned int)s.s_first[1] << 32;
+        } else if (rank > 0 && 4 * t + 3 >= (int)bin) {
             constexpr int READS = WIDE_PEER_READS(CLUSTER);
             for (int r0 = 0; r0 < rank; r0 += READS) {  // READS peers' 16 bytes in flight, then summed
                 int4 part[READS];
@@ -2018,11 +2185,11 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
-        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, table_row, page_size);
+        wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
         // past the wait the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
-                out_row[k - remaining + rank_of] = mapped_paged(table_row, column, page_size);
+                out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
             });
         return;
     }
@@ -2293,135 +2460,8 @@ __device__ __forceinline__ void lean_push_sum(const int* hist, int* row_sum, uns
     __syncthreads();                  // and this CTA's own
 }
 
-// ---- LEAN_WINDOW (DSV4_TOPK_LEAN_FORM=window, read at import; default 1; docs/topk-s13b.md): the lean_regs
-// kernel's threshold from a window of the peers' bins instead of the whole histograms' reduce-scatter,
-// all-gather and fold. The row's threshold bin B is at least each CTA's own threshold bin c_r (the row's keys in
-// bins >= c_r are at least that CTA's k) and at most the highest non-empty bin of any CTA, so only the bins in
-// [max c_r, max top_r] travel: ~26 groups of 4 a peer at 1 x 65536 k 512 (~3 KB into a CTA) where the sums and the
-// fold move ~55 KB into rank 7, with one cluster barrier fewer. The same B and the same counts before each CTA as
-// the sums give, so the same bits out.
 static_assert((LEAN_WINDOW == 0 || LEAN_WINDOW == 1) && !(LEAN_WINDOW && (LEAN_CUTS & LEAN_PUSH_SUM)),
               "LEAN_WINDOW is 0 or 1, and not with LEAN_PUSH_SUM (both replace the histogram sum)");
-
-// LEAN_WINDOW, before the cluster barrier (the histogram of this CTA's m keys complete or not: one barrier first):
-// this CTA's own threshold bin for k (0 if it holds fewer than k keys) in the low half of s.cta_counts[0], its
-// highest non-empty bin (0 if none) in the high half, each written by the one thread whose four bins hold it.
-// (cta_counts' own use, the heavy ties' counts, comes after a cluster barrier that follows the peers' reads.)
-// Two levels, so that most warps issue ~15 instructions: each warp's total (its 128 bins) by one REDUX, the keys in
-// the warps past it by another after a barrier; only the warp holding the threshold bin scans its lanes, and only
-// the one holding the highest bin looks for it (a ballot).
-template <int SMEM>
-__device__ __forceinline__ void lean_window_bounds(WideShared<SMEM>& s, int m, int k) {
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    __syncthreads();  // this CTA's histogram is complete
-    const int4 v = reinterpret_cast<const int4*>(s.hist)[t];  // bins 4t .. 4t + 3 (warp w: bins 128 w ..)
-    const int mine = v.x + v.y + v.z + v.w;
-    const int warp_total = (int)__reduce_add_sync(0xffffffffu, (unsigned int)mine);
-    if (lane == 0) s.warp_sums[warp] = warp_total;
-    __syncthreads();
-    const int later = (int)__reduce_add_sync(0xffffffffu, lane > warp ? (unsigned int)s.warp_sums[lane] : 0u);
-    unsigned short* const bounds = reinterpret_cast<unsigned short*>(&s.cta_counts[0]);
-    const int count[4] = {v.x, v.y, v.z, v.w};
-    if (later < k && later + warp_total >= k) {  // the threshold bin is this warp's (warp-uniform)
-        int from_here = mine;  // keys in this warp's bins from 4t up
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const int x = __shfl_down_sync(0xffffffffu, from_here, off);
-            if (lane + off < 32) from_here += x;
-        }
-        int above = later + from_here;  // keys in bins 4t and up (every key of the chunk is counted: key 0 past m only)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            above -= count[e];  // keys in bins past 4t + e
-            if (above < k && above + count[e] >= k) bounds[0] = (unsigned short)(4 * t + e);
-        }
-    }
-    if (later == 0 && warp_total != 0) {  // the highest non-empty bin is this warp's (warp-uniform)
-        const unsigned int holding = __ballot_sync(0xffffffffu, mine != 0);
-        if (lane == 31 - __clz((int)holding))
-            bounds[1] = (unsigned short)(4 * t + (count[3] ? 3 : count[2] ? 2 : count[1] ? 1 : 0));
-    }
-    if (t == 0) {  // no thread above found one
-        if (m < k) bounds[0] = 0;
-        if (m == 0) bounds[1] = 0;
-    }
-}
-
-// LEAN_WINDOW, after the cluster barrier that follows lean_window_bounds in every CTA: the row's threshold bin in
-// s.s_threshold (bin, keys above it, keys in it: fast_threshold's) and the keys of the CTAs before this one above
-// it and in it in s.s_first, from the window's bins only; false (nothing written, no barrier passed) where the
-// window is wider than the CTA reads at once (TOPK_THREADS / CLUSTER groups of 4 bins), the same in every CTA.
-// Thread t reads peer t % CLUSTER's 16 bytes of the window's group t / CLUSTER (one round trip); shuffles sum them
-// over the peers (and over the peers before this CTA); a suffix scan over the window finds the bin. Two barriers.
-template <int CLUSTER, int SMEM>
-__device__ __forceinline__ bool lean_window_threshold(WideShared<SMEM>& s, int k, int rank) {
-    constexpr int GROUPS = TOPK_THREADS / CLUSTER, SEGMENTS = 32 / CLUSTER;  // window groups; groups a warp
-    static_assert(GROUPS * CLUSTER == TOPK_THREADS && SEGMENTS * CLUSTER == 32, "a group's peers in one warp");
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    unsigned int bounds = 0u;  // lane p: CTA p's (own threshold bin | highest bin << 16), all in flight together
-    if (lane < CLUSTER) bounds = lane == rank ? (unsigned int)s.cta_counts[0] : (unsigned int)load_peer(&s.cta_counts[0], lane);
-    const int first = (int)(__reduce_max_sync(0xffffffffu, bounds & 0xffffu) >> 2);  // the window's groups
-    const int last = (int)(__reduce_max_sync(0xffffffffu, bounds >> 16) >> 2);
-    if (last - first >= GROUPS) return false;
-    const int last_warp = (last - first) / SEGMENTS;
-    const bool in_window = warp <= last_warp;  // warps past the window hold none of it (warp-uniform)
-    const int peer = t % CLUSTER, g = first + t / CLUSTER;
-    int4 part = make_int4(0, 0, 0, 0), before = make_int4(0, 0, 0, 0);
-    unsigned long long own = 0ull, from_here = 0ull;
-    if (in_window) {
-        if (g <= last)
-            part = peer == rank ? reinterpret_cast<const int4*>(s.hist)[g] : load_peer4(&s.hist[4 * g], peer);
-        if (peer < rank) before = part;
-#pragma unroll
-        for (int off = 1; off < CLUSTER; off <<= 1) {
-            part.x += __shfl_xor_sync(0xffffffffu, part.x, off);
-            part.y += __shfl_xor_sync(0xffffffffu, part.y, off);
-            part.z += __shfl_xor_sync(0xffffffffu, part.z, off);
-            part.w += __shfl_xor_sync(0xffffffffu, part.w, off);
-            before.x += __shfl_xor_sync(0xffffffffu, before.x, off);
-            before.y += __shfl_xor_sync(0xffffffffu, before.y, off);
-            before.z += __shfl_xor_sync(0xffffffffu, before.z, off);
-            before.w += __shfl_xor_sync(0xffffffffu, before.w, off);
-        }
-        // this group's keys (low word) and those of the CTAs before this one (high word), then summed over this
-        // warp's groups from this one up
-        own = (unsigned long long)(unsigned int)(part.x + part.y + part.z + part.w)
-              | (unsigned long long)(unsigned int)(before.x + before.y + before.z + before.w) << 32;
-        from_here = own;
-#pragma unroll
-        for (int off = CLUSTER; off < 32; off <<= 1) {
-            const unsigned long long x = __shfl_down_sync(0xffffffffu, from_here, off);
-            if (lane + off < 32) from_here += x;
-        }
-        if (lane == 0) s.warp_before[warp] = from_here;  // the warp's window groups
-    }
-    __syncthreads();
-    if (in_window) {
-        const unsigned long long later = lane > warp && lane <= last_warp ? s.warp_before[lane] : 0ull;
-        const unsigned int later_all = __reduce_add_sync(0xffffffffu, (unsigned int)later);
-        const unsigned int later_before = __reduce_add_sync(0xffffffffu, (unsigned int)(later >> 32));
-        if (peer == 0 && g <= last) {
-            int above = (int)(later_all + (unsigned int)from_here - (unsigned int)own);  // keys in groups past g
-            int above_before = (int)(later_before + (unsigned int)(from_here >> 32) - (unsigned int)(own >> 32));
-            const int count[4] = {part.x, part.y, part.z, part.w};
-            const int count_before[4] = {before.x, before.y, before.z, before.w};
-#pragma unroll
-            for (int e = 3; e >= 0; --e) {  // above: keys in bins past 4 g + e
-                if (above < k && above + count[e] >= k) {
-                    s.s_threshold[0] = 4 * g + e;
-                    s.s_threshold[1] = above;
-                    s.s_threshold[2] = count[e];
-                    s.s_first[0] = above_before;
-                    s.s_first[1] = count_before[e];
-                }
-                above += count[e];
-                above_before += count_before[e];
-            }
-        }
-    }
-    __syncthreads();  // s_threshold and s_first written
-    return true;
-}
 
 // dsv4_topk_indices_lean_regs<CLUSTER, VECS> (opt-in; docs/topk-s10a.md): a row on CLUSTER CTAs with
 // each CTA's chunk in registers, VECS 16-byte groups a thread (chunks <= 4096 x VECS columns, rows

@@ -123,6 +123,21 @@ if LEAN_FORM not in LEAN_FORMS:
 if LEAN_FORM == "window" and LEAN_CUTS & 1:
     raise ValueError(f"DSV4_TOPK_LEAN_CUTS={LEAN_CUTS} pushes the sums that DSV4_TOPK_LEAN_FORM=window replaces: "
                      "set DSV4_TOPK_LEAN_FORM=sums with it")
+# DSV4_TOPK_WIDE_WINDOW (read at import; default 0; docs/topk-s14b.md): `1` compiles the wide kernels (wide<2/4/8>,
+# lean<8/16>) with a row on 2 or more CTAs taking its threshold, and each CTA the counts before it, from a window of
+# the peers' bins (LEAN_FORM=window's lean_window_bounds / lean_window_threshold, with the row's base rank) instead
+# of the histograms' reduce-scatter, all-gather and fold: one cluster barrier and ~3 DSMEM round trips fewer on an
+# 8-CTA row's chain (b64-mixed-to-262144's 262144 and 131072 rows); the same bits out.
+WIDE_WINDOW = int(os.environ.get("DSV4_TOPK_WIDE_WINDOW", "0"))
+if WIDE_WINDOW not in (0, 1):
+    raise ValueError(f"DSV4_TOPK_WIDE_WINDOW={WIDE_WINDOW}: 0 or 1")
+# DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): `1` compiles wide<4> / wide<8> with a row that
+# rank 0 (or a plan's CTA) selects alone loading its page-table entries (up to 1024 pages) while the chunk loads and
+# mapping its write-out through them in shared memory (FAST_CUTS 64's cut): no L2 round trip after the last barrier,
+# two of them in sequence before (the staged slots, then the ranked candidates). The same bits.
+WIDE_TABLE = int(os.environ.get("DSV4_TOPK_WIDE_TABLE", "0"))
+if WIDE_TABLE not in (0, 1):
+    raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -158,7 +173,8 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            "WIDE_DIRECT_SUM": WIDE_DIRECT_SUM, "WIDE_GROUPS": WIDE_GROUPS, "WIDE_EARLY": WIDE_EARLY,
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
-           "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window")}
+            "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
+            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
