@@ -3009,10 +3009,13 @@ __device__ __forceinline__ void ws_sum_both_halves(float* sum_s, int half, int r
 // WS_ORDER_ROWS (DSV4_ATTENTION_ORDER=rows, docs/attn-s14a.md): item = row * head blocks + head block instead, as
 // FlashMLA's grid orders its CTAs, so at H 128 a row's two head blocks run at once on CTAs c and c + 1 and the
 // second gathers the rows the first has just brought to L2 (head-block-major, they run 31 rounds apart at prefill).
+// (Index: int, or unsigned where the item is `item + gridDim.x`: the arithmetic the default's text had there)
+template <class Index>
 struct WsItem {
-    int b, hb;  // the query row, the head block
+    Index b, hb;  // the query row, the head block
 };
-__device__ __forceinline__ WsItem ws_item(int item, int batch, int head_blocks) {
+template <class Index>
+__device__ __forceinline__ WsItem<Index> ws_item(Index item, int batch, int head_blocks) {
 #if WS_ORDER_ROWS
     return {item / head_blocks, item % head_blocks};
 #else
@@ -3052,7 +3055,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #else
         const int item = w;
 #endif
-        const WsItem at = ws_item(item, batch, heads / 64);
+        const auto at = ws_item(item, batch, heads / 64);
         ws_q_tma(q_map, ws.q_addr, ws.bar_q, at.b * heads + at.hb * 64);
     };
     if (threadIdx.x == 0 && (int)blockIdx.x < q_pieces) issue_q(blockIdx.x);
@@ -3081,7 +3084,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             const int n = piece.n, pairs = (n + 127) / 128;  // this piece's (a split's, or the item's)
 #else
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
-            const WsItem at = ws_item(item, batch, heads / 64);
+            const auto at = ws_item(item, batch, heads / 64);
             const int b = at.b, hb = at.hb;
             const int* idx_row = indices + (long long)b * K;
 #endif
@@ -3177,7 +3180,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int n = piece.n, pairs = (n + 127) / 128;  // as the producer's
 #else
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
-        const WsItem at = ws_item(item, batch, heads / 64);
+        const auto at = ws_item(item, batch, heads / 64);
         const int b = at.b, hb = at.hb;
         const int* idx_row = indices + (long long)b * K;
 #endif

@@ -26,7 +26,7 @@ def item_of(item, batch, head_blocks, rows):
 
 
 def test_ws_item_text_is_the_model():
-    body = re.search(r"WsItem ws_item\(.*?\n\}", CU, re.S).group(0)
+    body = re.search(r"WsItem<Index> ws_item\(.*?\n\}", CU, re.S).group(0)
     rows, blocks = body.split("#else")
     assert "return {item / head_blocks, item % head_blocks};" in rows
     assert "return {item % batch, item / batch};" in blocks
