@@ -16,7 +16,7 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT come
+// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT, WS_ORDER_ROWS, WS_QO_EVICT_FIRST come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -36,6 +36,9 @@ static_assert(WS_PRODUCER_PREFETCH == 0 || (WS_PRODUCER_PREFETCH == 1 && WS_PROD
               "ws: the next pair's rows prefetched to L2 (on top of WS_PRODUCER_AHEAD), or not");
 static_assert(WS_MATH_SPLIT == 0 || (WS_MATH_SPLIT == 1 && WS_SOFTMAX_FFMA == 1),
               "ws: the own block's P V issued a k-step at a time among the exponentials (docs/attn-s13b.md), or not");
+static_assert(WS_ORDER_ROWS == 0 || (WS_ORDER_ROWS == 1 && WS_TAIL_SPLIT == 0),
+              "ws: the persistent items row-major (a row's head blocks adjacent; docs/attn-s14a.md), or head-block-major");
+static_assert(WS_QO_EVICT_FIRST == 0 || WS_QO_EVICT_FIRST == 1, "ws: Q's loads and out's stores evict_first in L2, or normal");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2263,19 +2266,49 @@ __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
 __device__ __forceinline__ void cp_async_mbar_arrive(unsigned int bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// WS_QO_EVICT_FIRST (DSV4_ATTENTION_QO_POLICY=first, docs/attn-s14a.md): Q and out are each read or written once (256
+// MB each at prefill H64), so they go through L2 as evict_first, as FlashMLA loads Q: they then replace one another
+// rather than the gathered KV rows, which are read again (evict_last at prefill)
+__device__ __forceinline__ unsigned long long ws_stream_policy() {
+    unsigned long long policy;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+    return policy;
+}
+// one bulk copy of `bytes` from shared src to global dst, in the thread's bulk group; STREAM (out's rows, not the
+// splits' fp32 partials, which the combine kernel reads back) under WS_QO_EVICT_FIRST: with the evict_first hint
+template <bool STREAM>
+__device__ __forceinline__ void ws_bulk_store(void* dst, unsigned int src, unsigned int bytes) {
+    if constexpr (STREAM && WS_QO_EVICT_FIRST)
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;\n" ::"l"(dst),
+                     "r"(src), "r"(bytes), "l"(ws_stream_policy())
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes) : "memory");
+}
 #if WS_Q_TMA
 // (one thread) the 64 heads of Q rows row0 .. row0 + 63 into the swizzled tile at q_addr: bar_q armed for its 64 KB,
 // then one TMA copy a 64-dim chunk (8 KB each), completing on bar_q
 __device__ __forceinline__ void ws_q_tma(const WsQTensorMap& q_map, unsigned int q_addr, unsigned int bar_q, int row0) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar_q), "n"(WG_MAT_BYTES) : "memory");
     const unsigned long long map = reinterpret_cast<unsigned long long>(&q_map);
+#if WS_QO_EVICT_FIRST
+    const unsigned long long policy = ws_stream_policy();
+#endif
 #pragma unroll
     for (int c = 0; c < 8; ++c)
+#if WS_QO_EVICT_FIRST
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
+                q_addr + c * WG_CHUNK_BYTES(64)),
+            "l"(map), "r"(c * 64), "r"(row0), "r"(bar_q), "l"(policy)
+            : "memory");
+#else
         asm volatile(
             "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
                 q_addr + c * WG_CHUNK_BYTES(64)),
             "l"(map), "r"(c * 64), "r"(row0), "r"(bar_q)
             : "memory");
+#endif
 }
 #endif
 // cp_async16_l2_256 that reads `bytes` (16 or 0) of the source and zero-fills the rest, under the L2
@@ -2483,6 +2516,7 @@ __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (
 // the 64 staged rows (pitch bytes apart) to the 64 contiguous global rows of row_bytes at dst. The generic
 // stores are fenced to the async proxy and the 256 math threads meet; then lane 0 of math warp w copies rows
 // 8 w .. 8 w + 7 and waits only for its reads of shared memory (which must outlive them; the CTA may then exit)
+template <bool STREAM>
 __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage_addr, int pitch, int row_bytes) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2492,9 +2526,7 @@ __device__ __forceinline__ void ws_bulk_store_rows(void* dst, unsigned int stage
 #pragma unroll
         for (int r = 0; r < 8; ++r) {
             const int row = 8 * warp + r;
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst_bytes + row * row_bytes),
-                         "r"(stage_addr + row * pitch), "r"(row_bytes)
-                         : "memory");
+            ws_bulk_store<STREAM>(dst_bytes + row * row_bytes, stage_addr + row * pitch, row_bytes);
         }
         bulk_commit();
         bulk_wait_read<0>();
@@ -2520,7 +2552,7 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
             denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + r_lo + 8]);
         }
         ws_stage_bf16(stage_addr, o, 1.f / denom_lo, 1.f / denom_hi);
-        ws_bulk_store_rows(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
+        ws_bulk_store_rows<true>(out + ((long long)b * heads + h0) * DIM, stage_addr, WS_STAGE_BF16_PITCH, DIM * 2);
         if (half == 0 && t == 0) {
             lse[row] = lse_of(l_lo, m_lo);
             lse[row + 8] = lse_of(l_hi, m_hi);
@@ -2529,7 +2561,7 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
     }
     const long long first = (long long)b * splits * heads + h0 + r_lo;  // split s's low row at first + s * heads
     ws_stage_f32(stage, o, l_lo > 0.f ? 1.f / l_lo : 0.f, l_hi > 0.f ? 1.f / l_hi : 0.f);
-    ws_bulk_store_rows(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
+    ws_bulk_store_rows<false>(part_out + ((long long)(b * splits + blockIdx.z) * heads + h0) * DIM, stage_addr,
                        WS_STAGE_F32_PITCH, DIM * 4);
     if (half == 0 && t == 0) {
         const long long prow = first + (long long)blockIdx.z * heads;
@@ -2577,13 +2609,8 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
         for (int i = 0; i < 8; ++i) {
             const int r = 8 * w + i;
             const unsigned int src = stage_addr + r * 1024;
-            asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024),
-                         "r"(src + r * 16), "r"((64 - r) * 16)
-                         : "memory");
-            if (r > 0)
-                asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + r * 1024 + (64 - r) * 16),
-                             "r"(src), "r"(r * 16)
-                             : "memory");
+            ws_bulk_store<true>(dst + r * 1024, src + r * 16, (64 - r) * 16);
+            if (r > 0) ws_bulk_store<true>(dst + r * 1024 + (64 - r) * 16, src, r * 16);
         }
         bulk_commit();
         bulk_wait_read<0>();
@@ -2630,7 +2657,7 @@ __device__ __forceinline__ void ws_tail_partial(const float (&o)[128], float m_l
     }
     if (last) {
         ws_stage_f32(stage, o, inv_lo, inv_hi);
-        ws_bulk_store_rows(part_out + prow0 * DIM, (unsigned int)__cvta_generic_to_shared(stage), WS_STAGE_F32_PITCH,
+        ws_bulk_store_rows<false>(part_out + prow0 * DIM, (unsigned int)__cvta_generic_to_shared(stage), WS_STAGE_F32_PITCH,
                            DIM * 4);
         return;
     }
@@ -2979,6 +3006,23 @@ __device__ __forceinline__ void ws_sum_both_halves(float* sum_s, int half, int r
 //   their bulk copies have read them, not from the warpgroups after their P V;
 // - O, m, l restart an item; named barriers as in the one-item kernel (SUMS twice: sums, then the staging).
 // Shared memory: the kernel's, then q_free (8 bytes) and the flags (WS_FLAGS_SMEM) after the 9 mbarriers.
+// WS_ORDER_ROWS (DSV4_ATTENTION_ORDER=rows, docs/attn-s14a.md): item = row * head blocks + head block instead, as
+// FlashMLA's grid orders its CTAs, so at H 128 a row's two head blocks run at once on CTAs c and c + 1 and the
+// second gathers the rows the first has just brought to L2 (head-block-major, they run 31 rounds apart at prefill).
+// (Index: int, or unsigned where the item is `item + gridDim.x`: the arithmetic the default's text had there)
+template <class Index>
+struct WsItem {
+    Index b, hb;  // the query row, the head block
+};
+template <class Index>
+__device__ __forceinline__ WsItem<Index> ws_item(Index item, int batch, int head_blocks) {
+#if WS_ORDER_ROWS
+    return {item / head_blocks, item % head_blocks};
+#else
+    (void)head_blocks;
+    return {item % batch, item / batch};
+#endif
+}
 template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
                                               const float* sink, unsigned short* out, float* lse, float* part_out,
@@ -3011,7 +3055,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
 #else
         const int item = w;
 #endif
-        ws_q_tma(q_map, ws.q_addr, ws.bar_q, (item % batch) * heads + (item / batch) * 64);
+        const auto at = ws_item(item, batch, heads / 64);
+        ws_q_tma(q_map, ws.q_addr, ws.bar_q, at.b * heads + at.hb * 64);
     };
     if (threadIdx.x == 0 && (int)blockIdx.x < q_pieces) issue_q(blockIdx.x);
 #endif
@@ -3039,7 +3084,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             const int n = piece.n, pairs = (n + 127) / 128;  // this piece's (a split's, or the item's)
 #else
         for (int item = blockIdx.x; item < items; item += gridDim.x, ++it) {
-            const int b = item % batch, hb = item / batch;
+            const auto at = ws_item(item, batch, heads / 64);
+            const int b = at.b, hb = at.hb;
             const int* idx_row = indices + (long long)b * K;
 #endif
 #if WS_PRODUCER_AHEAD
@@ -3049,7 +3095,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
             // a second pair in flight, as the split kernel keeps, spilled here)
             if (it == 0) ws_prefetch_ids_l2(idx_row, n, lt);
 #if !WS_TAIL_SPLIT  // (under the tail split the next piece's index row is not prefetched)
-            if (item + (int)gridDim.x < items) ws_prefetch_ids_l2(indices + (long long)((item + gridDim.x) % batch) * K, n, lt);
+            if (item + (int)gridDim.x < items)
+                ws_prefetch_ids_l2(indices + (long long)ws_item(item + gridDim.x, batch, heads / 64).b * K, n, lt);
 #endif
             ws_load_ids(ids, idx_row, n, row0, 0);
 #if WS_PRODUCER_PREFETCH
@@ -3133,7 +3180,8 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const int n = piece.n, pairs = (n + 127) / 128;  // as the producer's
 #else
     for (int item = blockIdx.x; item < items; item += gridDim.x, ++it, g0 += pairs) {
-        const int b = item % batch, hb = item / batch;
+        const auto at = ws_item(item, batch, heads / 64);
+        const int b = at.b, hb = at.hb;
         const int* idx_row = indices + (long long)b * K;
 #endif
         auto valid_bits = [&](int j) { return ws_valid_bits(idx_row, n, j, half, t); };

@@ -105,6 +105,30 @@ if MATH not in MATHS:
 if MATH == "split" and not WS_SOFTMAX_FFMA:
     raise ValueError("DSV4_ATTENTION_MATH=split builds on the FFMA softmax: not with DSV4_ATTENTION_WS_SOFTMAX=exp2f")
 WS_MATH_SPLIT = MATH == "split"
+# ws, persistent (docs/attn-s14a.md; opt-in until timed): DSV4_ATTENTION_ORDER=rows numbers the grid's items row-major
+# (item = row x head blocks + head block, FlashMLA's CTA order), so at H 128 a row's two head blocks run at once on
+# neighbouring CTAs and the second gathers rows the first has just brought to L2; blocks (default): head-block-major
+# (item = head block x batch + row). Only which CTA takes which item changes: the same bits. Not with the tail split
+# (its pieces are the last rows of the last head block)
+ORDERS = ("blocks", "rows")
+ORDER = os.environ.get("DSV4_ATTENTION_ORDER", "blocks")
+if ORDER not in ORDERS:
+    raise ValueError(f"DSV4_ATTENTION_ORDER={ORDER!r}: one of {', '.join(ORDERS)}")
+if ORDER == "rows" and WS_TAIL_SPLIT:
+    raise ValueError("DSV4_ATTENTION_ORDER=rows: not with DSV4_ATTENTION_TAIL (its pieces are head-block-major)")
+WS_ORDER_ROWS = ORDER == "rows"
+# ws (docs/attn-s14a.md; opt-in until timed): DSV4_ATTENTION_QO_POLICY=first loads Q (the TMA copies) and stores out
+# (the epilogues' bulk copies; not the splits' fp32 partials, nor the 2-split cluster merge's rows) under an L2
+# evict_first policy, as FlashMLA loads Q: at prefill 256 MB of each (H64) pass through L2 once, and then replace one
+# another rather than the gathered rows (evict_last), of which session 12's ncu saw ~100 MB re-read from DRAM.
+# normal (default): no hint. Only the cache policy changes: the same bits. Needs Q by TMA
+QO_POLICIES = ("normal", "first")
+QO_POLICY = os.environ.get("DSV4_ATTENTION_QO_POLICY", "normal")
+if QO_POLICY not in QO_POLICIES:
+    raise ValueError(f"DSV4_ATTENTION_QO_POLICY={QO_POLICY!r}: one of {', '.join(QO_POLICIES)}")
+if QO_POLICY == "first" and not WS_Q_TMA:
+    raise ValueError("DSV4_ATTENTION_QO_POLICY=first hints Q's TMA copies: not with DSV4_ATTENTION_Q=copies")
+WS_QO_EVICT_FIRST = QO_POLICY == "first"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -161,7 +185,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT),
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
            "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA),
-           "WS_MATH_SPLIT": int(WS_MATH_SPLIT)}
+           "WS_MATH_SPLIT": int(WS_MATH_SPLIT), "WS_ORDER_ROWS": int(WS_ORDER_ROWS),
+           "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST)}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
