@@ -16,7 +16,8 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT, WS_ORDER_ROWS, WS_QO_EVICT_FIRST come
+// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT, WS_ORDER_ROWS, WS_QO_EVICT_FIRST,
+// WS_P_STMATRIX come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
 static_assert(DIM == 512, "a row is 1 KB: 64 16-byte pieces, 8 chunks of the 128-byte swizzle");
@@ -39,6 +40,7 @@ static_assert(WS_MATH_SPLIT == 0 || (WS_MATH_SPLIT == 1 && WS_SOFTMAX_FFMA == 1)
 static_assert(WS_ORDER_ROWS == 0 || (WS_ORDER_ROWS == 1 && WS_TAIL_SPLIT == 0),
               "ws: the persistent items row-major (a row's head blocks adjacent; docs/attn-s14a.md), or head-block-major");
 static_assert(WS_QO_EVICT_FIRST == 0 || WS_QO_EVICT_FIRST == 1, "ws: Q's loads and out's stores evict_first in L2, or normal");
+static_assert(WS_P_STMATRIX == 0 || WS_P_STMATRIX == 1, "ws: P_A and P_B stored by stmatrix (docs/attn-s14b.md), or by st.shared");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2871,6 +2873,21 @@ __device__ __forceinline__ void ws_store_p_fragments(unsigned char* pb, const un
     }
 }
 #endif
+#if WS_P_STMATRIX
+// WS_P_STMATRIX (DSV4_ATTENTION_P_STORE=stmatrix, docs/attn-s14b.md): a block's P as the bf16 words p (p_fragments'
+// A fragments) into store_p_swizzled's layout at pb_addr by 4 stmatrix.x4 a thread instead of 16 st.shared.b32, as
+// FlashMLA stores P. K-step ks's four 8 x 8 matrices (rows r_lo's 8, columns 16 ks ..), (r_hi's, 16 ks ..), (r_lo's,
+// 16 ks + 8 ..), (r_hi's, 16 ks + 8 ..) are p[ks][0 .. 3] in the mma layout; lane l gives the address of row l & 7 of
+// matrix l >> 3 (that row's r & 7 is l & 7: the swizzle's XOR). The same words at the same bytes: the same bits
+__device__ __forceinline__ void ws_stmatrix_p(unsigned int pb_addr, const unsigned int (&p)[4][4]) {
+    const int lane = threadIdx.x & 31, mat = lane >> 3;
+    const int row = ((threadIdx.x >> 5) & 3) * 16 + 8 * (mat & 1) + (lane & 7);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+        stmatrix_x4(pb_addr + row * 128 + (((2 * ks + (mat >> 1)) ^ (lane & 7)) << 4), p[ks][0], p[ks][1], p[ks][2],
+                    p[ks][3]);
+}
+#endif
 // warpgroup 0 after its own P V: the pair's max from warpgroup 1, P_A, O and l to it (scale 0 while this row saw
 // nothing), P_A stored for warpgroup 1 and O += P_B V_B,L (other_v) issued once P_B is stored
 __device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float (&s)[32], const float* max_s,
@@ -2892,7 +2909,13 @@ __device__ __forceinline__ void ws_pair_max_and_pv_other(float (&o)[128], float 
     l_hi *= sc_hi;
 #pragma unroll
     for (int i = 0; i < 32; ++i) s[i] *= (i & 2) ? sc_hi : sc_lo;
+#if WS_P_STMATRIX
+    unsigned int p_a[4][4];
+    p_fragments(s, p_a);
+    ws_stmatrix_p(p_addr, p_a);
+#else
     store_p_swizzled(p_s, s, r_lo, r_hi, g, t);
+#endif
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy reads
     wg_bar_arrive(WS_BAR_P_A);
     rescale_o(o, sc_lo, sc_hi);
@@ -3290,7 +3313,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                                 alpha_lo, alpha_hi);
                 publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
+#if WS_P_STMATRIX
+                ws_stmatrix_p(ws.p_addr + 64 * 128, p);  // p: the own P V's A fragments (read, not written, in flight)
+#else
                 store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
+#endif
 #endif
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 wg_bar_sync(WS_BAR_P_A, 256);
@@ -3643,7 +3670,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             ws_softmax_step(s, scale2, fmaxf(mx_lo, ws.max_s[r_lo]), fmaxf(mx_hi, ws.max_s[r_hi]), m_lo, m_hi, l_lo, l_hi,
                             alpha_lo, alpha_hi);
             publish_and_pv_own(64, WS_BAR_MAX_PAIR, alpha_lo, alpha_hi, own_v);
+#if WS_P_STMATRIX
+            ws_stmatrix_p(ws.p_addr + 64 * 128, p);  // p: the own P V's A fragments (read, not written, in flight)
+#else
             store_p_swizzled(ws.p_s + 64 * 128, s, r_lo, r_hi, g, t);
+#endif
 #endif
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             wg_bar_sync(WS_BAR_P_A, 256);  // P_A stored

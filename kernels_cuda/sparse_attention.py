@@ -129,6 +129,13 @@ if QO_POLICY not in QO_POLICIES:
 if QO_POLICY == "first" and not WS_Q_TMA:
     raise ValueError("DSV4_ATTENTION_QO_POLICY=first hints Q's TMA copies: not with DSV4_ATTENTION_Q=copies")
 WS_QO_EVICT_FIRST = QO_POLICY == "first"
+# ws (docs/attn-s14b.md; opt-in until timed): DSV4_ATTENTION_P_STORE=stmatrix stores P_A and P_B (under MATH=split
+# P_A only) by 4 stmatrix.x4 a thread, as FlashMLA does, instead of 16 st.shared.b32: the same words, the same bits.
+# sts (default): the measured stores
+P_STORES = ("sts", "stmatrix")
+P_STORE = os.environ.get("DSV4_ATTENTION_P_STORE", "sts")
+if P_STORE not in P_STORES:
+    raise ValueError(f"DSV4_ATTENTION_P_STORE={P_STORE!r}: one of {', '.join(P_STORES)}")
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -186,7 +193,7 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
            "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA),
            "WS_MATH_SPLIT": int(WS_MATH_SPLIT), "WS_ORDER_ROWS": int(WS_ORDER_ROWS),
-           "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST)}
+           "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST), "WS_P_STMATRIX": int(P_STORE == "stmatrix")}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
