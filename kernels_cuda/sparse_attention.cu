@@ -41,6 +41,9 @@ static_assert(WS_ORDER_ROWS == 0 || (WS_ORDER_ROWS == 1 && WS_TAIL_SPLIT == 0),
               "ws: the persistent items row-major (a row's head blocks adjacent; docs/attn-s14a.md), or head-block-major");
 static_assert(WS_QO_EVICT_FIRST == 0 || WS_QO_EVICT_FIRST == 1, "ws: Q's loads and out's stores evict_first in L2, or normal");
 static_assert(WS_P_STMATRIX == 0 || WS_P_STMATRIX == 1, "ws: P_A and P_B stored by stmatrix (docs/attn-s14b.md), or by st.shared");
+// (WS_OUT_TMA, also from DEFINES: the persistent epilogue's out by TMA tensor stores, docs/attn-s14c.md)
+static_assert(WS_OUT_TMA == 0 || (WS_OUT_TMA == 1 && WS_Q_TMA == 1),
+              "ws: the persistent item's out by 2-D TMA stores over out's tensor map (beside Q's), or by row copies");
 static_assert(KV_STRIDE == DIM * 2 + 16, "bytes per shared row: 16-byte aligned, 8 rows land on distinct banks");
 #define SLICE (DIM / WARPS)
 #define LOG2E 1.4426950408889634f
@@ -2257,7 +2260,17 @@ struct alignas(64) WsQTensorMap {
 #define WS_Q_MAP_REF
 #define WS_Q_MAP_ARG
 #endif
-enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS };  // 0: __syncthreads
+#if WS_OUT_TMA
+// WS_OUT_TMA (DSV4_ATTENTION_WS_OUT=tma, docs/attn-s14c.md): out has q's shape and row pitch, so its map is q's
+// (q_tensor_map_args over out): the persistent epilogue stores chunk c of its swizzled staging as box {64 c, row0}
+#define WS_OUT_MAP_REF , const WsQTensorMap& out_map
+#define WS_OUT_MAP_ARG , out_map
+#else
+#define WS_OUT_MAP_REF
+#define WS_OUT_MAP_ARG
+#endif
+// 0: __syncthreads; WS_BAR_OUT + warpgroup: WS_OUT_TMA's staging, a warpgroup's own (ids 6, 7)
+enum WsBarrier { WS_BAR_MAX_A = 1, WS_BAR_MAX_PAIR, WS_BAR_P_A, WS_BAR_P_B, WS_BAR_SUMS, WS_BAR_OUT };
 
 #if WG_AVAILABLE
 __device__ __forceinline__ void mbar_arrive(unsigned int bar) {
@@ -2488,20 +2501,26 @@ __device__ __forceinline__ void stmatrix_x4(unsigned int addr, unsigned int a, u
                  "r"(c), "r"(d)
                  : "memory");
 }
-// the 32 O fragments of this math thread (v[4 j + c], the accumulator layout) times inv by row, as bf16 into
-// the staged rows at stage_addr: one stmatrix.x4 for two j, its matrices (rows r_lo's 8, dims 8 j), (r_hi's,
-// 8 j), (r_lo's, 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has (lane 4 g + t: row g,
-// columns 2 t, 2 t + 1); lane l gives the address of row l & 7 of matrix l >> 3
+// the 32 O fragments of this math thread (v[4 j + c], the accumulator layout) times inv by row, as bf16 to shared
+// memory: one stmatrix.x4 for two j at address_of(j), its matrices (rows r_lo's 8, dims 8 j), (r_hi's, 8 j), (r_lo's,
+// 8 j + 8), (r_hi's, 8 j + 8) in the mma layout the accumulator has (lane 4 g + t: row g, columns 2 t, 2 t + 1); lane l
+// gives the address of row l & 7 of matrix l >> 3: row (warp & 3) * 16 + (l & 7) + 8 (mat & 1), 16-byte unit
+// (warp >> 2) * 32 + j + (mat >> 1) of the row's 64
+template <class AddressOf>
+__device__ __forceinline__ void ws_stmatrix_o(AddressOf address_of, const float (&v)[128], float inv_lo, float inv_hi) {
+#pragma unroll
+    for (int j = 0; j < 32; j += 2)
+        stmatrix_x4(address_of(j), pack_bf16(v[4 * j] * inv_lo, v[4 * j + 1] * inv_lo),
+                    pack_bf16(v[4 * j + 2] * inv_hi, v[4 * j + 3] * inv_hi),
+                    pack_bf16(v[4 * j + 4] * inv_lo, v[4 * j + 5] * inv_lo),
+                    pack_bf16(v[4 * j + 6] * inv_hi, v[4 * j + 7] * inv_hi));
+}
+// ws_stmatrix_o into the staged rows at stage_addr (WS_STAGE_BF16_PITCH apart, unswizzled)
 __device__ __forceinline__ void ws_stage_bf16(unsigned int stage_addr, const float (&v)[128], float inv_lo, float inv_hi) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, mat = lane >> 3;
     const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
     const unsigned int addr = stage_addr + row * WS_STAGE_BF16_PITCH + ((warp >> 2) * 256 + 8 * (mat >> 1)) * 2;
-#pragma unroll
-    for (int j = 0; j < 32; j += 2)
-        stmatrix_x4(addr + j * 16, pack_bf16(v[4 * j] * inv_lo, v[4 * j + 1] * inv_lo),
-                    pack_bf16(v[4 * j + 2] * inv_hi, v[4 * j + 3] * inv_hi),
-                    pack_bf16(v[4 * j + 4] * inv_lo, v[4 * j + 5] * inv_lo),
-                    pack_bf16(v[4 * j + 6] * inv_hi, v[4 * j + 7] * inv_hi));
+    ws_stmatrix_o([&](int j) { return addr + j * 16; }, v, inv_lo, inv_hi);
 }
 // all 128 fragments times inv as fp32 into the staged rows (float2 stores)
 __device__ __forceinline__ void ws_stage_f32(unsigned char* stage, const float (&o)[128], float inv_lo, float inv_hi) {
@@ -2572,16 +2591,42 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
     }
 }
 #if WS_PERSISTENT
+#if WS_OUT_TMA
+// (one thread) the staged out tile's chunks c0 .. c0 + 3 (the swizzled layout Q's tile has, at tile_addr) to out rows
+// row0 .. row0 + 63 by one 2-D TMA store a chunk (box {64 c, row0}: 64 dims x 64 heads, 8 KB), in the thread's bulk
+// group; under WS_QO_EVICT_FIRST with the evict_first hint, as the row copies have it
+__device__ __forceinline__ void ws_out_tma_chunks(const WsQTensorMap& out_map, unsigned int tile_addr, int c0, int row0) {
+    const unsigned long long map = reinterpret_cast<unsigned long long>(&out_map);
+#if WS_QO_EVICT_FIRST
+    const unsigned long long policy = ws_stream_policy();
+#endif
+#pragma unroll
+    for (int c = c0; c < c0 + 4; ++c)
+#if WS_QO_EVICT_FIRST
+        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;\n" ::"l"(map),
+                     "r"(c * 64), "r"(row0), "r"(tile_addr + c * WG_CHUNK_BYTES(64)), "l"(policy)
+                     : "memory");
+#else
+        asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(map),
+                     "r"(c * 64), "r"(row0), "r"(tile_addr + c * WG_CHUNK_BYTES(64))
+                     : "memory");
+#endif
+}
+#endif
 // WS_PERSISTENT's epilogue (unsplit): out = O / (l [+ exp(sink - m)]) as bf16, staged in buffer 1 at
 // stage_addr (64 rows at pitch 1024, unit u of row r at ((u + r) mod 64) x 16), then lane 0 of math warp w
 // copies rows 8 w .. 8 w + 7 out, two linear pieces a row (global units 0 .. 63 - r from staged unit r on,
 // units 64 - r .. 63 from staged unit 0), waits for the reads and, where free_addr is not 0, arrives on it
-// with count 32 (warps 0..3: rows 0..31, K1L's bytes; warps 4..7: K1R's), freeing the half for the producer
+// with count 32 (warps 0..3: rows 0..31, K1L's bytes; warps 4..7: K1R's), freeing the half for the producer.
+// WS_OUT_TMA: staged as the swizzled tile (Q's layout: unit u of dims chunk c, row r at c * 8 KB + r * 128 +
+// ((u ^ (r & 7)) << 4)); warpgroup h's dims are chunks 4 h .. 4 h + 3, i.e. buffer 1's half h (K1L, K1R), so each
+// warpgroup meets on its own barrier, its thread 0 stores its 4 chunks by TMA (ws_out_tma_chunks), waits for their
+// reads and frees its own half with one count-128 arrival
 template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], float m_lo, float m_hi, float l_lo,
                                                        float l_hi, unsigned int stage_addr, int b, int hb,
                                                        const float* sink, unsigned short* out, float* lse, int heads,
-                                                       unsigned int free_addr) {
+                                                       unsigned int free_addr WS_OUT_MAP_REF) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, half = warp >> 2;
     const int r_lo = (warp & 3) * 16 + (lane >> 2), h0 = hb * 64;
     float denom_lo = l_lo > 0.f ? l_lo : 1.f, denom_hi = l_hi > 0.f ? l_hi : 1.f;
@@ -2590,17 +2635,29 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
         denom_hi = sink_denominator(l_hi, m_hi, sink[h0 + r_lo + 8]);
     }
     const float inv_lo = 1.f / denom_lo, inv_hi = 1.f / denom_hi;
-    {  // ws_stage_bf16's stmatrix.x4 stores at the rotated units
-        const int mat = lane >> 3;
-        const int row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);
-        const int u0 = half * 32 + (mat >> 1) + row;
-        const unsigned int row_addr = stage_addr + row * 1024;
-#pragma unroll
-        for (int j = 0; j < 32; j += 2)
-            stmatrix_x4(row_addr + ((u0 + j) & 63) * 16, pack_bf16(o[4 * j] * inv_lo, o[4 * j + 1] * inv_lo),
-                        pack_bf16(o[4 * j + 2] * inv_hi, o[4 * j + 3] * inv_hi),
-                        pack_bf16(o[4 * j + 4] * inv_lo, o[4 * j + 5] * inv_lo),
-                        pack_bf16(o[4 * j + 6] * inv_hi, o[4 * j + 7] * inv_hi));
+    const int mat = lane >> 3;
+    const int stage_row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);  // the row lane gives stmatrix (ws_stmatrix_o)
+#if WS_OUT_TMA
+    {  // ws_stmatrix_o into the swizzled tile: unit j + (mat >> 1) of chunk 4 half + j / 8 (j even, so the unit's XOR
+       // with row & 7 = lane & 7 is (j & 7) ^ ((mat >> 1) ^ (lane & 7))); 8 rows of a matrix on 8 bank groups
+        const unsigned int row_addr = stage_addr + half * WS_HALF_BYTES + stage_row * 128;
+        const int swizzle = ((mat >> 1) ^ (lane & 7)) << 4;
+        ws_stmatrix_o([&](int j) { return row_addr + (j >> 3) * WG_CHUNK_BYTES(64) + (((j & 7) << 4) ^ swizzle); }, o,
+                      inv_lo, inv_hi);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy (TMA) reads
+    wg_bar_sync(WS_BAR_OUT + half, 128);
+    if ((threadIdx.x & 127) == 0) {
+        ws_out_tma_chunks(out_map, stage_addr + half * WS_HALF_BYTES, 4 * half, b * heads + h0);
+        bulk_commit();
+        bulk_wait_read<0>();
+        if (free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 128;\n" ::"r"(free_addr) : "memory");
+    }
+#else
+    {  // ws_stmatrix_o at the rotated units
+        const int u0 = half * 32 + (mat >> 1) + stage_row;
+        const unsigned int row_addr = stage_addr + stage_row * 1024;
+        ws_stmatrix_o([&](int j) { return row_addr + ((u0 + j) & 63) * 16; }, o, inv_lo, inv_hi);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy (bulk) reads
     wg_bar_sync(WS_BAR_SUMS, 256);
@@ -2618,6 +2675,7 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
         bulk_wait_read<0>();
         if (free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 32;\n" ::"r"(free_addr) : "memory");
     }
+#endif
     if (half == 0 && t == 0) {
         const long long row = (long long)b * heads + h0 + r_lo;
         lse[row] = lse_of(l_lo, m_lo);
@@ -3050,7 +3108,7 @@ template <bool HAS_SINK>
 __device__ __forceinline__ void ws_persistent(const unsigned short* q, const unsigned short* kv, const int* indices,
                                               const float* sink, unsigned short* out, float* lse, float* part_out,
                                               float* part_lse, int K, int heads, int chunk, float sm_scale, int batch,
-                                              int kv_policy WS_Q_MAP_REF) {
+                                              int kv_policy WS_Q_MAP_REF WS_OUT_MAP_REF) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     unsigned char* smem = wg_smem_base(smem_raw);
     const WsSmem<true> ws(smem);
@@ -3342,7 +3400,7 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         }
 #endif
         ws_persistent_epilogue<HAS_SINK>(o, m_lo, m_hi, l_lo, l_hi, ws.kv_addr + WG_MAT_BYTES, b, hb, sink, out, lse, heads,
-                                         pairs > 0 ? ws.free_bar(half == 0 ? 2 : 3) : 0u);
+                                         pairs > 0 ? ws.free_bar(half == 0 ? 2 : 3) : 0u WS_OUT_MAP_ARG);
     }
 }
 #endif
@@ -3455,25 +3513,32 @@ __device__ __forceinline__ void ws_cluster_merge(float (&o)[128], float m_lo, fl
 }
 #endif  // WG_AVAILABLE: the ws helpers, the persistent body and the cluster merge
 
-// (two headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py finds SIGNATURES' list among
-// them, tests/test_attention_q_tma.py checks the second is the first plus the tensor map)
+// (three headers, so that each parameter list reads as plain C: tests/test_cuda_loader.py finds SIGNATURES' list among
+// them, tests/test_attention_q_tma.py checks the second is the first plus Q's tensor map, the third the second plus
+// out's, WS_OUT_TMA)
 template <bool HAS_SINK, bool SPLIT>
 #if !WS_Q_TMA
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
                              int chunk, float sm_scale, int batch, int kv_policy) {
-#else
+#elif !WS_OUT_TMA
 __global__ void __launch_bounds__(WS_THREADS, 1)
     dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
                              unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
                              int chunk, float sm_scale, int batch, int kv_policy, const __grid_constant__ WsQTensorMap q_map) {
+#else
+__global__ void __launch_bounds__(WS_THREADS, 1)
+    dsv4_sparse_attention_ws(const unsigned short* q, const unsigned short* kv, const int* indices, const float* sink,
+                             unsigned short* out, float* lse, float* part_out, float* part_lse, int K, int heads,
+                             int chunk, float sm_scale, int batch, int kv_policy, const __grid_constant__ WsQTensorMap q_map,
+                             const __grid_constant__ WsQTensorMap out_map) {
 #endif
 #if WG_AVAILABLE
 #if WS_PERSISTENT
     if constexpr (!SPLIT) {  // unsplit launches: the persistent grid (split ones keep the one-item body below)
         ws_persistent<HAS_SINK>(q, kv, indices, sink, out, lse, part_out, part_lse, K, heads, chunk, sm_scale, batch,
-                                kv_policy WS_Q_MAP_ARG);
+                                kv_policy WS_Q_MAP_ARG WS_OUT_MAP_ARG);
         return;
     }
 #endif

@@ -136,6 +136,18 @@ P_STORES = ("sts", "stmatrix")
 P_STORE = os.environ.get("DSV4_ATTENTION_P_STORE", "sts")
 if P_STORE not in P_STORES:
     raise ValueError(f"DSV4_ATTENTION_P_STORE={P_STORE!r}: one of {', '.join(P_STORES)}")
+# ws, persistent (docs/attn-s14c.md; opt-in until timed): DSV4_ATTENTION_WS_OUT=tma stages an item's bf16 out as the
+# 128-byte-swizzled tile (Q's layout) and stores it by 8 TMA tensor stores (4 a warpgroup, one thread each, over a
+# tensor map of out: q_tensor_map_args, out has q's shape), as FlashMLA does, instead of 120 row copies (15 a math
+# warp); each warpgroup frees its own half of buffer 1 once its stores have read it. bulk (default): the row copies.
+# lse, the splits and the tail split's partials stay. The same bytes: the same bits. Needs Q by TMA (its map type)
+WS_OUTS = ("bulk", "tma")
+WS_OUT = os.environ.get("DSV4_ATTENTION_WS_OUT", "bulk")
+if WS_OUT not in WS_OUTS:
+    raise ValueError(f"DSV4_ATTENTION_WS_OUT={WS_OUT!r}: one of {', '.join(WS_OUTS)}")
+if WS_OUT == "tma" and not WS_Q_TMA:
+    raise ValueError("DSV4_ATTENTION_WS_OUT=tma takes out's tensor map beside Q's: not with DSV4_ATTENTION_Q=copies")
+WS_OUT_TMA = WS_OUT == "tma"
 # the split-K count: chosen by shape (plans.attention_splits) unless DSV4_ATTENTION_SPLITS forces one (tuning;
 # each split is rounded to whole tiles, so the launched count can be lower)
 SPLITS = int(os.environ.get("DSV4_ATTENTION_SPLITS", "0")) or None
@@ -193,7 +205,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
            "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA),
            "WS_MATH_SPLIT": int(WS_MATH_SPLIT), "WS_ORDER_ROWS": int(WS_ORDER_ROWS),
-           "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST), "WS_P_STMATRIX": int(P_STORE == "stmatrix")}
+           "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST), "WS_P_STMATRIX": int(P_STORE == "stmatrix"),
+           "WS_OUT_TMA": int(WS_OUT_TMA)}
 # the combine kernel (launches of more than 2 splits, or DSV4_ATTENTION_MERGE=kernel): a warp a (row, head),
 # COMBINE_HEADS heads a CTA; the first COMBINE_SPLITS splits' partials loaded before their weights (one L2 round
 # trip at 2 splits)
@@ -236,7 +249,8 @@ SIGNATURES = {"dsv4_sparse_attention": ("ptr q", "ptr kv", "ptr indices", *_OUT,
               **{f"dsv4_sparse_attention_{k}": _BF16_SPLIT for k in ("h64", "wgmma", "wgmma2", "pipe", "pair")},
               # batch: the persistent grid's item count; kv_policy: kv_policy()'s
               "dsv4_sparse_attention_ws": (*_BF16_SPLIT, "i32 batch", "i32 kv_policy",
-                                           *(("tmap q_map",) if WS_Q_TMA else ())),  # WS_Q_TMA: q_tensor_map's
+                                           *(("tmap q_map",) if WS_Q_TMA else ()),  # WS_Q_TMA: q_tensor_map's
+                                           *(("tmap out_map",) if WS_OUT_TMA else ())),  # WS_OUT_TMA: out's
               **{f"dsv4_sparse_attention_fp8_{k}": _FP8_SPLIT for k in ("wgmma", "pipe", "pair")},
               "dsv4_sparse_attention_combine": ("ptr part_out", "ptr part_lse", *_OUT, "i32 heads", "i32 splits")}
 
@@ -302,7 +316,7 @@ def _q_tensor_map(address, rows):
 
 def q_tensor_map(q, layout):
     """The 128-byte CUtensorMap of q (a kernel parameter, so CUDA graphs capture it by value): one host-side encode
-    (a few us) per q address and row count, then cached."""
+    (a few us) per q address and row count, then cached. Also out's under WS_OUT_TMA (out has q's shape and pitch)."""
     return _q_tensor_map(q.data_ptr(), layout.batch * layout.heads)
 
 
@@ -329,7 +343,8 @@ def sparse_attention(q, kv, indices, *, sm_scale, attn_sink=None, validate=True)
     ws = kernel == "ws"
     launch_split(f"dsv4_sparse_attention_{kernel}", layout, tile, q, sink, has_sink, out, lse, (kv, indices),
                  (float(sm_scale), layout.batch, kv_policy(layout, kv.shape[0]),
-                  *((q_tensor_map(q, layout),) if WS_Q_TMA else ())) if ws else (float(sm_scale),),
+                  *((q_tensor_map(q, layout),) if WS_Q_TMA else ()),
+                  *((q_tensor_map(out, layout),) if WS_OUT_TMA else ())) if ws else (float(sm_scale),),
                  LATE_SHARED_BYTES if late else SHARED[kernel], ", true" if late else "",
                  threads=WS_THREADS if ws else H64_WARPS * 32,
                  persistent_ctas=_sm_count(q.device) if ws and WS_PERSISTENT else 0,

@@ -111,12 +111,13 @@ def test_tmap_argument_kind():
 
 
 def test_the_switched_ws_header_declares_the_tmap_signature():
-    """The ws kernel's second header (#else of !WS_Q_TMA) is the first's parameter list plus the tensor map, as the
-    default SIGNATURES entry says (WS_Q_TMA on)."""
+    """The ws kernel's second header (#elif !WS_OUT_TMA) is the first's parameter list plus the tensor map, as the
+    default SIGNATURES entry says (WS_Q_TMA on); the third (WS_OUT_TMA, docs/attn-s14c.md) the second's plus out's."""
     headers = re.findall(r"__global__[^;{]*?\bdsv4_sparse_attention_ws\(([^)]*)\)", CU)
-    assert len(headers) == 2
+    assert len(headers) == 3
     plain = [" ".join(re.findall(r"\w+", h)) for h in headers]
     assert plain[1] == plain[0] + " const __grid_constant__ WsQTensorMap q_map"
+    assert plain[2] == plain[1] + " const __grid_constant__ WsQTensorMap out_map"
     names = [d.split()[1] for d in attn.SIGNATURES["dsv4_sparse_attention_ws"]]
     assert names[-1] == "q_map" and plain[0].split()[-1] == names[-2] == "kv_policy"  # the default entry: tmap last
 

@@ -1,0 +1,200 @@
+"""DSV4_ATTENTION_WS_OUT=tma (docs/attn-s14c.md): the persistent ws epilogue stages an item's bf16 out as the
+128-byte-swizzled tile (Q's layout) and stores it by 2-D TMA tensor stores over out's tensor map, 4 a warpgroup,
+instead of 120 row copies. CPU: a numpy model that the kernel's stmatrix addresses plus the TMA stores put every
+O element at its out row and dim; NVRTC (slow): the budget and no serialised wgmma; GPU: the default's bits."""
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
+CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
+CHUNK_BYTES, HALF_BYTES = 64 * 128, 4 * 64 * 128  # WG_CHUNK_BYTES(64), WS_HALF_BYTES
+
+
+def test_ws_out_is_opt_in():
+    assert attn.WS_OUTS == ("bulk", "tma")
+    assert attn.WS_OUT == "bulk" and not attn.WS_OUT_TMA and attn.DEFINES["WS_OUT_TMA"] == 0
+    assert "tmap out_map" not in attn.SIGNATURES["dsv4_sparse_attention_ws"]
+
+
+def _epilogue():
+    return re.search(r"void ws_persistent_epilogue\(.*?\n\}\n", CU, re.S).group(0)
+
+
+def test_staging_address_text_is_the_kernels():
+    body = _epilogue()
+    assert "const int stage_row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1);" in body
+    assert "const unsigned int row_addr = stage_addr + half * WS_HALF_BYTES + stage_row * 128;" in body
+    assert "const int swizzle = ((mat >> 1) ^ (lane & 7)) << 4;" in body
+    assert "return row_addr + (j >> 3) * WG_CHUNK_BYTES(64) + (((j & 7) << 4) ^ swizzle);" in body
+    assert "ws_out_tma_chunks(out_map, stage_addr + half * WS_HALF_BYTES, 4 * half, b * heads + h0);" in body
+    assert "wg_bar_sync(WS_BAR_OUT + half, 128);" in body and "b64 _, [%0], 128;" in body
+    stores = re.search(r"void ws_out_tma_chunks\(.*?\n\}\n", CU, re.S).group(0)
+    assert "for (int c = c0; c < c0 + 4; ++c)" in stores
+    assert stores.count('"r"(c * 64), "r"(row0), "r"(tile_addr + c * WG_CHUNK_BYTES(64))') == 2
+    assert stores.count("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group") == 2
+    # ws_stmatrix_o's registers: (v[4 j], v[4 j + 1]) lo, (v[4 j + 2], + 3) hi, then the same at j + 1
+    payload = re.search(r"void ws_stmatrix_o\(.*?\n\}\n", CU, re.S).group(0)
+    assert "stmatrix_x4(address_of(j), pack_bf16(v[4 * j] * inv_lo, v[4 * j + 1] * inv_lo)," in payload
+    assert "pack_bf16(v[4 * j + 6] * inv_hi, v[4 * j + 7] * inv_hi));" in payload
+
+
+def _stage_address(warp, lane, j):
+    """The epilogue's stmatrix address (relative to stage_addr) of lane `lane` of math warp `warp` at j (pinned)."""
+    mat, half = lane >> 3, warp >> 2
+    stage_row = (warp & 3) * 16 + (lane & 7) + 8 * (mat & 1)
+    swizzle = ((mat >> 1) ^ (lane & 7)) << 4
+    return half * HALF_BYTES + stage_row * 128 + (j >> 3) * CHUNK_BYTES + (((j & 7) << 4) ^ swizzle)
+
+
+def tma_swizzle_128b(offset):
+    """CU_TENSOR_MAP_SWIZZLE_128B on a 1024-byte-aligned shared tile (tests/test_attention_q_tma.py's model)."""
+    return offset ^ (((offset >> 7) & 7) << 4)
+
+
+def test_staged_tile_stores_each_element_at_its_out_row_and_dim():
+    # stmatrix.m8n8.x4.b16: matrix i's row r goes to the address lane 8 i + r gives; lane l's register i holds row
+    # l >> 2, columns 2 (l & 3), + 1 of matrix i. Register i at j: O rows + 8 (i & 1), dims 8 (j + (i >> 1)) of the
+    # warpgroup's 256 (the accumulator's v[4 j + c]: row g (+ 8), dim 8 j + 2 t). Each 4-byte word is tagged with its
+    # (head, dim); the TMA store of chunk c reads box element (x, y) at c * 8 KB + swizzle(y * 128 + 2 x) and writes
+    # out row row0 + y, dim 64 c + x
+    tile = {}
+    for warp in range(8):
+        half = warp >> 2
+        for j in range(0, 32, 2):
+            for lane in range(32):
+                for i in range(4):
+                    head = (warp & 3) * 16 + (lane >> 2) + 8 * (i & 1)
+                    dim = half * 256 + 8 * (j + (i >> 1)) + 2 * (lane & 3)
+                    at = _stage_address(warp, 8 * i + (lane >> 2), j) + 4 * (lane & 3)
+                    assert at not in tile and 0 <= at < 2 * HALF_BYTES
+                    tile[at] = (head, dim)
+                    # warpgroup h writes only its own half of buffer 1 (K1L, K1R), which its arrival frees
+                    assert at // HALF_BYTES == half
+    assert sorted(tile) == list(range(0, 2 * HALF_BYTES, 4))
+    for c in range(8):  # ws_out_tma_chunks: chunk c at {64 c, row0}
+        for y in range(64):
+            for x in range(0, 64, 2):
+                at = c * CHUNK_BYTES + tma_swizzle_128b(y * 128 + 2 * x)
+                assert tile[at] == (y, 64 * c + x), (c, y, x)
+
+
+def test_staging_stmatrix_is_bank_conflict_free():
+    # each matrix's 8 row addresses fall on 8 distinct 16-byte bank groups: one wavefront a matrix
+    for warp in range(8):
+        for j in range(0, 32, 2):
+            for i in range(4):
+                groups = {(_stage_address(warp, 8 * i + r, j) >> 4) & 7 for r in range(8)}
+                assert len(groups) == 8
+
+
+def test_ws_out_tma_needs_q_by_tma(monkeypatch):
+    monkeypatch.setenv("DSV4_ATTENTION_WS_OUT", "tma")
+    monkeypatch.setenv("DSV4_ATTENTION_Q", "copies")
+    spec = importlib.util.spec_from_file_location("_s14c_probe", attn.__file__)
+    with pytest.raises(ValueError, match="WS_OUT=tma"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    monkeypatch.setenv("DSV4_ATTENTION_Q", "tma")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.WS_OUT_TMA and probe.DEFINES["WS_OUT_TMA"] == 1
+    assert probe.SIGNATURES["dsv4_sparse_attention_ws"][-2:] == ("tmap q_map", "tmap out_map")
+
+
+def _ws_out(monkeypatch, tma):
+    """WS_OUT_TMA on or off for this test: the define, the ws signature with or without out's tmap, and the wrapper's
+    flag (the loader's compiled-module and signature caches cleared)."""
+    from kernels_cuda import _loader
+    plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a != "tmap out_map")
+    monkeypatch.setitem(attn.DEFINES, "WS_OUT_TMA", int(tma))
+    monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, "tmap out_map") if tma else plain)
+    monkeypatch.setattr(attn, "WS_OUT_TMA", tma)
+    for cache in (_loader._module, _loader._function, _loader.signature):
+        cache.cache_clear()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [0, 1])
+def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch, policy):
+    # NVRTC (no GPU) of the four ws instantiations under WS_OUT_TMA (and with QO_POLICY=first's hinted stores): 168
+    # registers, no spill or stack (13.0, the GPU image's), no wgmma serialised
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    if not attn.WS_Q_TMA:
+        pytest.skip("WS_OUT_TMA needs Q by TMA")
+    _ws_out(monkeypatch, True)
+    monkeypatch.setitem(attn.DEFINES, "WS_QO_EVICT_FIRST", policy)
+    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
+    assert len(exprs) == 4
+    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
+    _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
+    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
+    res = build.resources(log, lowered)
+    from cupy.cuda import nvrtc
+    for expr in exprs:
+        r = res[expr]
+        assert r["registers"] <= 168, (expr, r)
+        if nvrtc.getVersion() == (13, 0):
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+
+
+# (batch, heads, topk, positions, sink): prefill-like and the decode shapes the persistent (unsplit) grid takes
+GPU_SHAPES = {
+    "prefill-300-h64-k640": (300, 64, 512, "long", True),
+    "prefill-4096-h64-k640": (4096, 64, 512, "long", True),
+    "prefill-301-h128-k1152": (301, 128, 1024, "long", False),
+    "prefill-1000-h128-k1152": (1000, 128, 1024, "long", True),
+    "short-333-h64-k640": (333, 64, 512, "short", True),  # most lists -1 padded, some rows fully invalid
+    "decode-b256-h64-k640": (256, 64, 512, "long", True),
+    "decode-b64-h128-k1152": (64, 128, 1024, "long", True),
+    "decode-b131-h128-k1152": (131, 128, 1024, "short", False),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(GPU_SHAPES))
+def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
+    # the same call with the ws kernels built under WS_OUT_TMA and with the process's own build: out and lse bit for
+    # bit (the same bf16 words at the same bytes of out). Batches not a multiple of the grid (132) or of 64; H128's
+    # two head blocks (row0 = b * heads + 64); short: rows at positions 1 .. ~3000 (lists -1 padded, masked columns)
+    # and every 7th row's list all -1 (out 0, or the sink's share; lse -inf)
+    import torch
+    from harness import inputs
+    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
+                          attn._shared_optin(0), True) != "ws" or not attn.WS_PERSISTENT:
+        pytest.skip("the persistent ws kernel runs on Hopper only")
+    if attn.WS_OUT != "bulk" or not attn.WS_Q_TMA:
+        pytest.skip("compares the bulk build with tma: run without DSV4_ATTENTION_WS_OUT (and with Q by TMA)")
+    batch, heads, topk, kind, sink = GPU_SHAPES[shape]
+    if kind == "long":
+        positions = [20000 + 37 * i for i in range(batch)]
+        positions[1], positions[2], positions[5] = 3, 700, 2500
+    else:
+        positions = [1 + 9 * i for i in range(batch)]
+    x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads + 140, device="cuda",
+                                sink=sink)
+    if kind == "short":
+        x.args[2][::7] = -1  # fully invalid rows
+
+    def run():
+        out, lse = x.call(attn.sparse_attention)
+        torch.cuda.synchronize()
+        return out, lse
+
+    from kernels_cuda import _loader
+    try:
+        default = run()
+        _ws_out(monkeypatch, True)
+        tma = run()
+        tma_again = run()  # a second call: out's map from the cache (a fresh out, maybe at another address)
+    finally:
+        monkeypatch.undo()
+        for cache in (_loader._module, _loader._function, _loader.signature):
+            cache.cache_clear()
+    assert torch.equal(tma[0], default[0]) and torch.equal(tma[1], default[1])
+    assert torch.equal(tma_again[0], default[0]) and torch.equal(tma_again[1], default[1])
+    assert torch.isfinite(default[0].float()).all()
