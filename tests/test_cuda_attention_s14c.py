@@ -118,16 +118,17 @@ def _ws_out(monkeypatch, tma):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", [0, 1])
-def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch, policy):
-    # NVRTC (no GPU) of the four ws instantiations under WS_OUT_TMA (and with QO_POLICY=first's hinted stores): 168
-    # registers, no spill or stack (13.0, the GPU image's), no wgmma serialised
+@pytest.mark.parametrize("policy,tail", [(0, 0), (1, 0), (0, 1)])
+def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch, policy, tail):
+    # NVRTC (no GPU) of the four ws instantiations under WS_OUT_TMA (and with QO_POLICY=first's hinted stores, or the
+    # tail split beside it): 168 registers, no spill or stack (13.0, the GPU image's), no wgmma serialised
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     if not attn.WS_Q_TMA:
         pytest.skip("WS_OUT_TMA needs Q by TMA")
     _ws_out(monkeypatch, True)
     monkeypatch.setitem(attn.DEFINES, "WS_QO_EVICT_FIRST", policy)
+    monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", tail)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
     assert len(exprs) == 4
     monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
@@ -152,6 +153,7 @@ GPU_SHAPES = {
     "decode-b256-h64-k640": (256, 64, 512, "long", True),
     "decode-b64-h128-k1152": (64, 128, 1024, "long", True),
     "decode-b131-h128-k1152": (131, 128, 1024, "short", False),
+    "tail-split-300-h64-k640": (300, 64, 512, "tail", True),  # DSV4_ATTENTION_TAIL=split: whole items + partials
 }
 
 
@@ -170,7 +172,7 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     if attn.WS_OUT != "bulk" or not attn.WS_Q_TMA:
         pytest.skip("compares the bulk build with tma: run without DSV4_ATTENTION_WS_OUT (and with Q by TMA)")
     batch, heads, topk, kind, sink = GPU_SHAPES[shape]
-    if kind == "long":
+    if kind in ("long", "tail"):
         positions = [20000 + 37 * i for i in range(batch)]
         positions[1], positions[2], positions[5] = 3, 700, 2500
     else:
@@ -186,6 +188,12 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         return out, lse
 
     from kernels_cuda import _loader
+    if kind == "tail":
+        monkeypatch.setattr(attn, "WS_TAIL", "split")
+        monkeypatch.setattr(attn, "WS_TAIL_SPLIT", attn.WS_PERSISTENT)
+        monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", int(attn.WS_PERSISTENT))
+        for cache in (_loader._module, _loader._function):
+            cache.cache_clear()
     try:
         default = run()
         _ws_out(monkeypatch, True)
