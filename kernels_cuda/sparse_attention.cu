@@ -16,7 +16,7 @@
 // WG_TILE, WG_STAGES, COMBINE_HEADS, COMBINE_SPLITS, FP8_PITCH, PIPE_TILE, PIPE_BF16_STAGES, PIPE_RAW_STAGES, FP8_LATE_RAW_STAGES,
 // PAIR_BF16_BUFS, PAIR_FP8_BUFS, PAIR_RAW_STAGES) and the heads or rows a CTA takes (HEADS_PER_CTA,
 // H64_HEADS, WG2_PAIR) and ws's WS_READY_FENCE, WS_EPILOGUE_SMEM, WS_FLAGS_SMEM, WS_SOFTMAX_FFMA, WS_PERSISTENT,
-// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_MATH_SPLIT, WS_ORDER_ROWS, WS_QO_EVICT_FIRST,
+// WS_TAIL_SPLIT, WS_PRODUCER_AHEAD, WS_PRODUCER_PREFETCH, WS_PRODUCER_LEAN, WS_MATH_SPLIT, WS_ORDER_ROWS, WS_QO_EVICT_FIRST,
 // WS_P_STMATRIX come
 // from sparse_attention.py's DEFINES (-D options,
 // their one definition; no defaults here): the kernels are written for the values asserted.
@@ -35,6 +35,8 @@ static_assert(WS_TAIL_SPLIT == 0 || (WS_TAIL_SPLIT == 1 && WS_PERSISTENT == 1),
 static_assert(WS_PRODUCER_AHEAD == 0 || WS_PRODUCER_AHEAD == 1, "ws: the producer's indices two pairs ahead (and before Q), or one");
 static_assert(WS_PRODUCER_PREFETCH == 0 || (WS_PRODUCER_PREFETCH == 1 && WS_PRODUCER_AHEAD == 1),
               "ws: the next pair's rows prefetched to L2 (on top of WS_PRODUCER_AHEAD), or not");
+static_assert(WS_PRODUCER_LEAN == 0 || (WS_PRODUCER_LEAN == 1 && WS_PRODUCER_AHEAD == 0),
+              "ws: only copies between a half's free wait and its ready arrival (docs/attn-s14d.md), or the default's fill");
 static_assert(WS_MATH_SPLIT == 0 || (WS_MATH_SPLIT == 1 && WS_SOFTMAX_FFMA == 1),
               "ws: the own block's P V issued a k-step at a time among the exponentials (docs/attn-s13b.md), or not");
 static_assert(WS_ORDER_ROWS == 0 || (WS_ORDER_ROWS == 1 && WS_TAIL_SPLIT == 0),
@@ -3024,6 +3026,99 @@ struct WsSmem {
         __syncthreads();
     }
 };
+#if WS_PRODUCER_LEAN
+// WS_PRODUCER_LEAN (DSV4_ATTENTION_PRODUCER=lean, docs/attn-s14d.md): between a half buffer's free wait and its ready
+// arrival the producer issues only that half's copies (16 a thread, one predicate a row) and the arrivals, as FlashMLA's
+// does. Everything that needs only the indices is made before the pair's first free wait, where the producer waits
+// anyway: the 8 rows' 64-bit source addresses (the right half at + 512, an immediate offset of the copies) and both
+// blocks' flag words (4 ballots and a few shifts a block). A pair's 8 index loads take one base pointer and immediate
+// offsets. The same copies, flags, barriers and order as the default producer: the same bits.
+struct WsLeanProducer {
+    const unsigned char* kv_unit;  // kv + this thread's 16-byte unit of a 128-byte line
+    const int* idx_rows;           // the item's (piece's) index list + row0
+    int rem;                       // its entries from row0 on (n - row0)
+    unsigned int dst0;             // as ws_copy_half's
+    unsigned long long policy;
+    unsigned int flag_at;  // WS_FLAGS_SMEM: this lane's u16 of block A's flag words (block B's 16 bytes on)
+    int writer;            // lanes 0, 1 of each warp store the flag words (ws_publish_flags' writers)
+    int ids[2][4];         // the pair's: blocks A, B, rows row0 + 16 k (-1 masked: zero-filled)
+    const unsigned char* src[2][4];  // their left halves at this thread's unit
+    unsigned int flags[2];           // blocks A, B: the word this lane stores (writers only)
+
+    __device__ __forceinline__ WsLeanProducer(const unsigned char* kv_bytes, int lt, unsigned int dst0_,
+                                              unsigned long long policy_, unsigned int flags_addr)
+        : kv_unit(kv_bytes + (lt & 7) * 16), idx_rows(nullptr), rem(0), dst0(dst0_), policy(policy_),
+          flag_at(flags_addr + ((2 * ((lt >> 5) & 1) + (lt & 1)) * 2 + ((lt >> 6) & 1)) * 2), writer((lt & 31) < 2) {}
+    // the item's (piece's) list: n entries at idx_row
+    __device__ __forceinline__ void start(const int* idx_row, int n, int row0) {
+        idx_rows = idx_row + row0;
+        rem = n - row0;
+    }
+    // pair `pair`'s indices (-1 past the list: no load), as ws_load_ids
+    __device__ __forceinline__ void load_ids(int pair) {
+        const int* rows = idx_rows + pair * 128;
+        const int left = rem - pair * 128;
+#pragma unroll
+        for (int blk = 0; blk < 2; ++blk)
+#pragma unroll
+            for (int k = 0; k < 4; ++k) ids[blk][k] = blk * 64 + 16 * k < left ? __ldg(rows + blk * 64 + 16 * k) : -1;
+    }
+    // ws_flag_part's word of this lane (l = lane & 1 of the writers) from block blk's ids. The 8 lanes 8 i .. 8 i + 7
+    // of a warp vote the same row (i, k), so ballot k's bits 16 l + 7 and 16 l + 8 are rows i = 2 l and 2 l + 1
+    // (e = 0, 1): masked by 0x180 << 16 l, one shift puts them at bits 16 l + 4 k + e
+    __device__ __forceinline__ unsigned int flag_word(int blk, int lt) const {
+        const unsigned int l16 = (lt & 1) * 16, mask = 0x180u << l16;
+        unsigned int b[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) b[k] = __ballot_sync(0xffffffffu, ids[blk][k] >= 0) & mask;
+        return (((b[0] >> 7) | (b[1] >> 3) | (b[2] << 1) | (b[3] << 5)) >> l16) << ((lt >> 5) & 2);
+    }
+    // the pair's addresses and flag words, before its first free wait: the empty asm makes each value opaque there,
+    // so the compiler neither sinks its arithmetic past the wait nor redoes it after
+    __device__ __forceinline__ void prepare(int lt) {
+#pragma unroll
+        for (int blk = 0; blk < 2; ++blk) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k)  // one IMAD.WIDE.U32 a row (C++'s form took 4: a shift, LOP3 and LEA pair)
+                asm volatile("mad.wide.u32 %0, %1, %2, %3;\n"
+                             : "=l"(src[blk][k])
+                             : "r"(max(ids[blk][k], 0)), "n"(DIM * 2), "l"(kv_unit));
+#if WS_FLAGS_SMEM
+            flags[blk] = flag_word(blk, lt);
+            asm volatile("" : "+r"(flags[blk]));
+#endif
+        }
+    }
+    // half buffer h (2 buffer + R half) after its free wait: 4 copies a row (ignore-src for a masked row: zeros, as
+    // src-size 0 writes them), the ready arrival, then (K0L, K1R) block h / 2's flag word and its writers' arrival
+    template <bool PERSISTENT>
+    __device__ __forceinline__ void fill(const WsSmem<PERSISTENT>& ws, int h, unsigned int parity) const {
+        const int blk = h >> 1, r_half = h & 1;
+        mbar_wait(ws.free_bar(h), parity);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const unsigned int dst = dst0 + blk * WG_MAT_BYTES + r_half * 4 * WG_CHUNK_BYTES(64) + k * 16 * 128;
+            asm volatile(
+                "{\n.reg .pred z;\nsetp.lt.s32 z, %2, 0;\n"
+                "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, z, %3;\n"
+                "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0+%4], [%1+128], 16, z, %3;\n"
+                "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0+%5], [%1+256], 16, z, %3;\n"
+                "cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0+%6], [%1+384], 16, z, %3;\n}\n" ::"r"(dst),
+                "l"(src[blk][k] + r_half * 512), "r"(ids[blk][k]), "l"(policy), "n"(WG_CHUNK_BYTES(64)),
+                "n"(2 * WG_CHUNK_BYTES(64)), "n"(3 * WG_CHUNK_BYTES(64))
+                : "memory");
+        }
+        cp_async_mbar_arrive(ws.ready(h));
+#if WS_FLAGS_SMEM
+        if (h == 0 || h == 3)  // (flags written after the free wait: the reader has read the last pair's)
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %3, 0;\n@p st.shared.u16 [%0], %1;\n"
+                         "@p mbarrier.arrive.shared::cta.b64 _, [%2];\n}\n" ::"r"(flag_at + blk * 16),
+                         "h"((unsigned short)flags[blk]), "r"(ws.ready(h)), "r"(writer)
+                         : "memory");
+#endif
+    }
+};
+#endif
 // S of warpgroup half's block into s: the half its producer copy lands first, then the other (ready barriers
 // at bar_q + 8 + 8 h, free[K1L] at bar_q + 56). release_k1l (warpgroup 0, issuing under its P_B V_B,L): once that
 // P V is done (the group before the first half's), K1L is freed before the second half's wait, so its refill is
@@ -3155,7 +3250,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
         const unsigned int dst0 = ws.kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
+#if WS_PRODUCER_LEAN
+        WsLeanProducer lean(kv_bytes, lt, dst0, policy, ws.flags_addr);
+#else
         int ids[2][4];
+#endif
         int g = 0, it = 0;  // global pair count, this CTA's item count
 #if WS_TAIL_SPLIT
         for (int w = blockIdx.x; w < work; w += gridDim.x, ++it) {
@@ -3197,6 +3296,11 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 cp_async_mbar_arrive(ws.bar_q);
             }
 #endif
+#if WS_PRODUCER_LEAN
+            lean.start(idx_row, n, row0);
+            auto load_ids = [&](int pair) { lean.load_ids(pair); };
+            auto fill = [&](int h, unsigned int parity) { lean.fill(ws, h, parity); };
+#else
 #if !WS_PRODUCER_AHEAD
             auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
 #endif
@@ -3212,11 +3316,15 @@ __device__ __forceinline__ void ws_persistent(const unsigned short* q, const uns
                 ws_copy_half(ids, blk, r_half, kv_bytes, unit, dst0, policy);
                 cp_async_mbar_arrive(ws.ready(h));
             };
+#endif
 #if !WS_PRODUCER_AHEAD
             load_ids(0);
 #endif
             for (int j = 0; j < pairs; ++j, ++g) {
                 const unsigned int parity = (g & 1) ^ 1;
+#if WS_PRODUCER_LEAN
+                lean.prepare(lt);  // (waits for the pair's index loads, then the first free wait)
+#endif
                 fill(0, parity);
                 if (j == 0) {  // an item's first pair: buffer 0 before buffer 1 (the last item's staged output)
                     fill(1, parity);
@@ -3595,6 +3703,11 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
         const unsigned int dst0 = ws.kv_addr + row0 * 128 + ((unit ^ (row0 & 7)) << 4);
         const unsigned char* kv_bytes = reinterpret_cast<const unsigned char*>(kv);
         const unsigned long long policy = ws_kv_policy(kv_policy);
+#if WS_PRODUCER_LEAN
+        WsLeanProducer lean(kv_bytes, lt, dst0, policy, ws.flags_addr);
+        lean.start(idx_row, n, row0);
+        auto load_ids = [&](int pair) { lean.load_ids(pair); };
+#else
 #if !WS_PRODUCER_AHEAD
         int ids[2][4];  // blocks A, B of the next pair: rows row0 + 16k
         auto load_ids = [&](int pair) { ws_load_ids(ids, idx_row, n, row0, pair); };
@@ -3603,11 +3716,19 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
 #if WS_FLAGS_SMEM
         auto publish_flags = [&](int blk, unsigned int bar) { ws_publish_flags(ids, blk, lt, ws.flags_addr, bar); };
 #endif
+#endif
 #if !WS_PRODUCER_AHEAD
         load_ids(0);
 #endif
         for (int j = 0; j < pairs; ++j) {
             const unsigned int parity = (j & 1) ^ 1;  // a fresh barrier passes parity 1: the first pair waits for nothing
+#if WS_PRODUCER_LEAN
+            lean.prepare(lt);  // the default's order: K0L, K1R, K0R, K1L
+            lean.fill(ws, 0, parity);
+            lean.fill(ws, 3, parity);
+            lean.fill(ws, 1, parity);
+            lean.fill(ws, 2, parity);
+#else
             mbar_wait(ws.free_bar(0), parity);
 #if WS_FLAGS_SMEM
             publish_flags(0, ws.ready(0));
@@ -3626,6 +3747,7 @@ __global__ void __launch_bounds__(WS_THREADS, 1)
             mbar_wait(ws.free_bar(2), parity);
             copy_half(1, 0);
             cp_async_mbar_arrive(ws.ready(2));
+#endif
 #if WS_PRODUCER_AHEAD
             ws_ids_advance(ids, ids_next, idx_row, n, row0, j + 2);
 #if WS_PRODUCER_PREFETCH

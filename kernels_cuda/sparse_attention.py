@@ -79,8 +79,11 @@ WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
 # ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
 # ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
 # q_free wait (persistent); prefetch also sends the next pair's rows to L2 (one bulk prefetch a row) a pair before
-# their copies; loads (default) is the measured producer. Only when loads issue changes: the same bits
-PRODUCERS = ("loads", "ahead", "prefetch")
+# their copies; loads (default) is the measured producer. Only when loads issue changes: the same bits.
+# lean (docs/attn-s14d.md; opt-in until timed): the default's order and lead, but between a half buffer's free wait
+# and its ready arrival only that half's copies and arrivals (FlashMLA's shape): the pair's row addresses and flag words
+# are made before its first free wait, its index loads from one base pointer. The same copies and flags: the same bits
+PRODUCERS = ("loads", "ahead", "prefetch", "lean")
 PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
 if PRODUCER not in PRODUCERS:
     raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
@@ -203,7 +206,8 @@ DEFINES = {"DIM": contract.ATTN_DIM, "TILE": TILE, "WARPS": WARPS, "KV_STRIDE": 
            "WS_SOFTMAX_FFMA": int(WS_SOFTMAX_FFMA), "WS_PERSISTENT": int(WS_PERSISTENT),
            "WS_TAIL_SPLIT": int(WS_TAIL_SPLIT),
            "WS_PRODUCER_AHEAD": int(PRODUCER in ("ahead", "prefetch")),
-           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_Q_TMA": int(WS_Q_TMA),
+           "WS_PRODUCER_PREFETCH": int(PRODUCER == "prefetch"), "WS_PRODUCER_LEAN": int(PRODUCER == "lean"),
+           "WS_Q_TMA": int(WS_Q_TMA),
            "WS_MATH_SPLIT": int(WS_MATH_SPLIT), "WS_ORDER_ROWS": int(WS_ORDER_ROWS),
            "WS_QO_EVICT_FIRST": int(WS_QO_EVICT_FIRST), "WS_P_STMATRIX": int(P_STORE == "stmatrix"),
            "WS_OUT_TMA": int(WS_OUT_TMA)}

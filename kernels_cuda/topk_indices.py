@@ -94,15 +94,17 @@ HALF_CTAS_PER_SM = 2
 # loads, the write-out mapped from there (no global load after the last barrier), 128 (with 8) the bit walk's slots
 # in fewer instructions (REDUX sums, one loop over a thread's mask). Default 255 since session 13's call 3: 64 x
 # 16384 6.7 -> 5.9 us beside SGLang's 6.6 (check --full and the GPU tests bitwise 63's under it); 63 is session
-# 11's. docs/topk-s14a.md (opt-in): 256 fast<1> built without 64 (its other cuts kept; fast<2> / fast<4> keep it):
-# the short batch (64 rows <= k, fast<1>'s copy path) ran 1.053 us at 63 and 1.078 at 255 with the same copy-path
-# SASS, so 511 is the A/B of fast<1>'s 4 KB of shared memory and code.
-FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "255"))
-# DSV4_TOPK_HALF_CUTS (read at import; default 0): cuts of the half kernel's chain (256 x 16384), bits of
+# 11's. docs/topk-s14a.md: 256 fast<1> built without 64 (its other cuts kept; fast<2> / fast<4> keep it): the short
+# batch (64 rows <= k, fast<1>'s copy path, the same copy-path SASS) ran 1.078 us at 255 in session 13. Default 511
+# since session 14's call 3: the short batch 0.969 -> 0.900 / 0.907 us beside SGLang's 1.052 (check --full and the
+# GPU tests bitwise 255's under it).
+FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "511"))
+# DSV4_TOPK_HALF_CUTS (read at import; default 1): cuts of the half kernel's chain (256 x 16384), bits of
 # (docs/topk-s14a.md): 1 FAST_CUTS bit 64's page-table copy in dsv4_topk_indices_half (the row's entries read into
 # shared memory while the row loads, every mapping from there: no global load after the last barrier; rows of more
-# than 1024 pages keep the L2 prefetch and the global mapping). The same bits out.
-HALF_CUTS = int(os.environ.get("DSV4_TOPK_HALF_CUTS", "0"))
+# than 1024 pages keep the L2 prefetch and the global mapping). The same bits out. Default 1 since session 14's call
+# 3: 256 x 16384 k1024 12.01 -> 11.75 us beside SGLang's 11.92, k512 11.23 -> 10.81 / 11.12 (SGLang 11.16); 0 the A/B.
+HALF_CUTS = int(os.environ.get("DSV4_TOPK_HALF_CUTS", "1"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 12): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by

@@ -141,7 +141,7 @@ def test_prefetch_of_a_long_list_covers_its_first_4096_ints_only():
 
 def test_producer_switch_defaults_to_the_measured_producer():
     assert A.PRODUCER == "loads" and A.DEFINES["WS_PRODUCER_AHEAD"] == A.DEFINES["WS_PRODUCER_PREFETCH"] == 0
-    assert A.PRODUCERS == ("loads", "ahead", "prefetch")
+    assert A.PRODUCERS[:3] == ("loads", "ahead", "prefetch")  # (lean: tests/test_cuda_attention_s14d.py)
 
 
 @pytest.mark.slow

@@ -219,13 +219,14 @@ def test_the_switched_kernels_fit_their_ctas_an_sm_without_spills(monkeypatch):
 def test_the_cut_switches_defaults_are_declared_as_defines():
     # the fast kernel's cuts on by default since session 11's call 3 (64 x 16384 8.0 -> 6.7 us), with session 13's
     # bits since its call 3 (6.7 -> 5.9); the lean ones' pushed sums off (1 x 65536 8.7 -> 10.6), 4 + 8 on since
-    # session 13's call 4 (with the window form: 1 x 65536 k1024 7.1 -> 6.7)
+    # session 13's call 4 (with the window form: 1 x 65536 k1024 7.1 -> 6.7); fast<1> without 64 (bit 256) since
+    # session 14's call 3
     assert T.DEFINES["LEAN_CUTS"] == T.LEAN_CUTS and T.DEFINES["FAST_CUTS"] == T.FAST_CUTS
     import os
     if "DSV4_TOPK_LEAN_CUTS" not in os.environ:
         assert T.LEAN_CUTS == 12
     if "DSV4_TOPK_FAST_CUTS" not in os.environ:
-        assert T.FAST_CUTS == 255
+        assert T.FAST_CUTS == 511
 
 
 @pytest.mark.gpu
