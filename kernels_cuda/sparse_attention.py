@@ -79,12 +79,13 @@ WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
 # ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
 # ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
 # q_free wait (persistent); prefetch also sends the next pair's rows to L2 (one bulk prefetch a row) a pair before
-# their copies; loads (default) is the measured producer. Only when loads issue changes: the same bits.
-# lean (docs/attn-s14d.md; opt-in until timed): the default's order and lead, but between a half buffer's free wait
-# and its ready arrival only that half's copies and arrivals (FlashMLA's shape): the pair's row addresses and flag words
-# are made before its first free wait, its index loads from one base pointer. The same copies and flags: the same bits
+# their copies; loads is session 9's producer. Only when loads issue changes: the same bits.
+# lean (docs/attn-s14d.md; the default since session 14's call 6: prefill H64 656.8 -> 635.8 us, H128 2080.2 -> 2035.2
+# beside FlashMLA's 628.6 / 1967.6, check --full 84/84 under it): loads' order and lead, but between a half buffer's
+# free wait and its ready arrival only that half's copies and arrivals (FlashMLA's shape): the pair's row addresses and
+# flag words are made before its first free wait, its index loads from one base pointer. The same copies and flags
 PRODUCERS = ("loads", "ahead", "prefetch", "lean")
-PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "loads")
+PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "lean")
 if PRODUCER not in PRODUCERS:
     raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
 # ws (docs/attn-s13a.md): DSV4_ATTENTION_Q=tma (the default since session 13's call 1: decode b64 H64 30.4 -> 29.2 us,

@@ -140,7 +140,7 @@ def test_prefetch_of_a_long_list_covers_its_first_4096_ints_only():
 
 
 def test_producer_switch_defaults_to_the_measured_producer():
-    assert A.PRODUCER == "loads" and A.DEFINES["WS_PRODUCER_AHEAD"] == A.DEFINES["WS_PRODUCER_PREFETCH"] == 0
+    assert A.PRODUCER == "lean" and A.DEFINES["WS_PRODUCER_AHEAD"] == A.DEFINES["WS_PRODUCER_PREFETCH"] == 0
     assert A.PRODUCERS[:3] == ("loads", "ahead", "prefetch")  # (lean: tests/test_cuda_attention_s14d.py)
 
 
@@ -153,6 +153,7 @@ def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch, prefe
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_LEAN", 0)  # ahead is a form of the loads producer
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
     assert len(exprs) == 4
@@ -191,6 +192,7 @@ def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, sha
 
     default = run()
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
+    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_LEAN", 0)  # ahead is a form of the loads producer
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
     _loader._module.cache_clear()
     _loader._function.cache_clear()
