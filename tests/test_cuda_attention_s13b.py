@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.rebuilds import rebuilt_runs, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -116,24 +117,7 @@ def test_flag_test_masks_the_default_columns():
 def test_split_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch):
     # NVRTC (no GPU) of the four ws instantiations under WS_MATH_SPLIT: 168 registers, no spill or stack, and no wgmma
     # serialised (C7515: the k-step issue in the persistent body's warpgroup 1; C7512: the sums before the issue there)
-    pytest.importorskip("cupy")
-    from kernels_cuda import _loader, build
-    monkeypatch.setitem(attn.DEFINES, "WS_MATH_SPLIT", 1)
-    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
-    assert len(exprs) == 4
-    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
-    for cache in (_loader._module, _loader._function):
-        cache.cache_clear()
-    _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
-    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]  # C7510-C7516, C7518
-    res = build.resources(log, lowered)
-    # the spill budget is NVRTC 13.0's, the GPU image's compiler (13.5 spills 4 bytes in the persistent kernels)
-    from cupy.cuda import nvrtc
-    for expr in exprs:
-        r = res[expr]
-        assert r["registers"] <= 168, (expr, r)
-        if nvrtc.getVersion() == (13, 0):
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    ws_budget(monkeypatch, {"WS_MATH_SPLIT": 1})
 
 
 @pytest.mark.gpu
@@ -145,7 +129,6 @@ def test_split_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # 64 rows of 128 heads, K 1152. Short rows (-1 padded lists, masked columns) and a sink in each
     import torch
     from harness import inputs
-    from kernels_cuda import _loader
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
@@ -161,15 +144,6 @@ def test_split_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    try:
-        default = run()
-        monkeypatch.setitem(attn.DEFINES, "WS_MATH_SPLIT", 1)
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-        split = run()
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+    default, split = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {"WS_MATH_SPLIT": 1}], run)
     assert torch.equal(split[0], default[0]) and torch.equal(split[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

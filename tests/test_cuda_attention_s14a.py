@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.rebuilds import rebuilt_runs, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -103,28 +104,7 @@ def test_qo_policy_hints_q_and_outs_stores_only():
 def test_switch_fits_the_ws_budget_without_spills(monkeypatch, switch):
     # NVRTC (no GPU) of the four ws instantiations under the switch: 168 registers, no spill or stack, no wgmma
     # serialised
-    pytest.importorskip("cupy")
-    from kernels_cuda import _loader, build
-    monkeypatch.setitem(attn.DEFINES, SWITCHES[switch], 1)
-    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
-    assert len(exprs) == 4
-    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
-    for cache in (_loader._module, _loader._function):
-        cache.cache_clear()
-    try:
-        _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
-    res = build.resources(log, lowered)
-    from cupy.cuda import nvrtc
-    for expr in exprs:
-        r = res[expr]
-        assert r["registers"] <= 168, (expr, r)
-        if nvrtc.getVersion() == (13, 0):
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    ws_budget(monkeypatch, {SWITCHES[switch]: 1})
 
 
 @pytest.mark.gpu
@@ -140,7 +120,6 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
     # lists), fully invalid rows and a sink in each
     import torch
     from harness import inputs
-    from kernels_cuda import _loader
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
@@ -166,15 +145,6 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    try:
-        default = run()
-        monkeypatch.setitem(attn.DEFINES, SWITCHES[switch], 1)
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-        switched = run()
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+    default, switched = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {SWITCHES[switch]: 1}], run)
     assert torch.equal(switched[0], default[0]) and torch.equal(switched[1], default[1])
     assert torch.isfinite(default[0].float()).all()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.rebuilds import rebuilt_runs, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -74,23 +75,7 @@ def test_stmatrix_rows_are_bank_conflict_free():
 def test_stmatrix_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch):
     # NVRTC (no GPU) of the four ws instantiations under WS_P_STMATRIX: 168 registers, no spill or stack (13.0, the
     # GPU image's), no wgmma serialised (P_B's stmatrix reads the A fragments of the P V in flight)
-    pytest.importorskip("cupy")
-    from kernels_cuda import _loader, build
-    monkeypatch.setitem(attn.DEFINES, "WS_P_STMATRIX", 1)
-    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
-    assert len(exprs) == 4
-    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
-    for cache in (_loader._module, _loader._function):
-        cache.cache_clear()
-    _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
-    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
-    res = build.resources(log, lowered)
-    from cupy.cuda import nvrtc
-    for expr in exprs:
-        r = res[expr]
-        assert r["registers"] <= 168, (expr, r)
-        if nvrtc.getVersion() == (13, 0):
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    ws_budget(monkeypatch, {"WS_P_STMATRIX": 1})
 
 
 @pytest.mark.gpu
@@ -103,7 +88,6 @@ def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # block). A sink in each
     import torch
     from harness import inputs
-    from kernels_cuda import _loader
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
@@ -122,15 +106,6 @@ def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    try:
-        default = run()
-        monkeypatch.setitem(attn.DEFINES, "WS_P_STMATRIX", 1)
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-        stm = run()
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+    default, stm = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {"WS_P_STMATRIX": 1}], run)
     assert torch.equal(stm[0], default[0]) and torch.equal(stm[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

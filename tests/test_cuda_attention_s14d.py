@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from tests.rebuilds import rebuilt_runs, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -132,29 +133,8 @@ def test_lean_fits_the_budget_and_copies_right_after_each_free(monkeypatch):
     # NVRTC (no GPU) of the four ws instantiations under WS_PRODUCER_LEAN: 168 registers, no spill or stack, no wgmma
     # serialised; where cuobjdump is at hand, every free wait of the producer is followed by at most 16 copies and 9
     # other instructions before its arrival (the default's K0L and K1R take about 100 each)
-    pytest.importorskip("cupy")
+    cubin = ws_budget(monkeypatch, {"WS_PRODUCER_LEAN": 1})[0]
     from cupy.cuda import nvrtc
-
-    from kernels_cuda import _loader, build
-    monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_LEAN", 1)
-    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
-    assert len(exprs) == 4
-    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
-    for cache in (_loader._module, _loader._function):
-        cache.cache_clear()
-    try:
-        cubin, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
-    res = build.resources(log, lowered)
-    for expr in exprs:
-        r = res[expr]
-        assert r["registers"] <= 168, (expr, r)
-        if nvrtc.getVersion() == (13, 0):
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
     cuobjdump = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
     if not cuobjdump or nvrtc.getVersion() != (13, 0):
         return
@@ -180,7 +160,6 @@ def test_lean_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     import torch
 
     from harness import inputs
-    from kernels_cuda import _loader
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
@@ -212,18 +191,7 @@ def test_lean_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    try:
-        monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_LEAN", 0)  # the loads producer, whichever is the default
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-        default = run()
-        monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_LEAN", 1)
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
-        lean = run()
-    finally:
-        monkeypatch.undo()
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+    # the loads producer (whichever is the default) against lean
+    default, lean = rebuilt_runs(monkeypatch, attn.DEFINES, [{"WS_PRODUCER_LEAN": 0}, {"WS_PRODUCER_LEAN": 1}], run)
     assert torch.equal(lean[0], default[0]) and torch.equal(lean[1], default[1])
     assert torch.isfinite(default[0].float()).all()

@@ -11,6 +11,7 @@ import importlib
 import numpy as np
 import pytest
 
+from tests.rebuilds import rebuilt_runs
 from tests.test_cuda_topk_s11b import bit_walk, walked_rows
 
 T = importlib.import_module("kernels_cuda.topk_indices")
@@ -135,7 +136,6 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
     # (the radix path and its write-out), ending mid-vector and mid-row, a copy (seq_len <= k), the threshold in the
     # bin of -inf; the page table a permutation, so a wrong column cannot map right by chance
     import torch
-    from kernels_cuda import _loader
     sms, clusters = T._device(torch.cuda.current_device())
     batch = 64
     generator = torch.Generator(device="cuda").manual_seed(columns + k + page_size)
@@ -156,21 +156,10 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
         assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
         return out
 
-    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 63)  # session 11's cuts, the reference here
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
-    default = run()
-    for cuts in (255, 127, 191):
-        monkeypatch.setitem(T.DEFINES, "FAST_CUTS", cuts)
-        _loader._module.cache_clear()
-        _loader._function.cache_clear()
-        try:
-            cut = run()
-        finally:
-            monkeypatch.undo()
-            _loader._module.cache_clear()
-            _loader._function.cache_clear()
-        assert torch.equal(cut, default), cuts
+    # session 11's cuts (63), the reference here, against 255, 127 and 191
+    default, *cut = rebuilt_runs(monkeypatch, T.DEFINES, [{"FAST_CUTS": c} for c in (63, 255, 127, 191)], run)
+    for cuts, out in zip((255, 127, 191), cut):
+        assert torch.equal(out, default), cuts
     expected = torch.topk(torch.where(torch.arange(columns, device="cuda") < seq_lens[:, None], logits, -float("inf")),
                           k, dim=1).values
     page = torch.argsort(page_table.long(), dim=1).gather(1, (default.clamp(min=0) // page_size).long())
@@ -223,25 +212,6 @@ def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
         assert switched[expr]["smem"] == res[255][expr]["smem"], expr
 
 
-def _rebuilt_runs(monkeypatch, settings, run):
-    """run() under each {DEFINES key: value} of `settings` (the loader's caches cleared, so each compiles; the
-    process's DEFINES back after each): the outputs in order."""
-    from kernels_cuda import _loader
-    outs = []
-    for setting in settings:
-        for key, value in setting.items():
-            monkeypatch.setitem(T.DEFINES, key, value)
-        _loader._module.cache_clear()
-        _loader._function.cache_clear()
-        try:
-            outs.append(run())
-        finally:
-            monkeypatch.undo()
-            _loader._module.cache_clear()
-            _loader._function.cache_clear()
-    return outs
-
-
 def _random_rows(batch, columns, page_size, seed, lens):
     """Random logits (rows: heavy ties, the threshold in the bin of -inf, the rest normal), seq_lens `lens`, a
     page table of random permutations (a wrong column cannot map right by chance)."""
@@ -280,7 +250,7 @@ def test_the_half_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, bat
         assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
         return out
 
-    default, cut = _rebuilt_runs(monkeypatch, [{"HALF_CUTS": 0}, {"HALF_CUTS": HALF_TABLE_SHARED}], run)
+    default, cut = rebuilt_runs(monkeypatch, T.DEFINES, [{"HALF_CUTS": 0}, {"HALF_CUTS": HALF_TABLE_SHARED}], run)
     assert torch.equal(cut, default)
 
 
@@ -304,5 +274,6 @@ def test_fast1_without_the_table_cut_writes_the_defaults_bits_on_the_gpu(monkeyp
             assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
             return out
 
-        default, cut = _rebuilt_runs(monkeypatch, [{"FAST_CUTS": 255}, {"FAST_CUTS": 255 | TABLE_SHARED_NOT_1}], run)
+        settings = [{"FAST_CUTS": 255}, {"FAST_CUTS": 255 | TABLE_SHARED_NOT_1}]
+        default, cut = rebuilt_runs(monkeypatch, T.DEFINES, settings, run)
         assert torch.equal(cut, default), page_size

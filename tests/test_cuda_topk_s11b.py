@@ -8,6 +8,7 @@ import importlib
 
 import numpy as np
 import pytest
+from tests.rebuilds import rebuilt_runs
 
 from tests.test_cuda_topk import coarse_bin, coarse_bin_keys, sortable_key, threshold
 
@@ -239,7 +240,6 @@ def test_the_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, shape, k):
     # mid-group and mid-row, a copy (seq_len <= k), the threshold in the bin of -inf (lo = 0, key-0
     # padding after seq_len); the page table a permutation, so a wrong column cannot map right by chance
     import torch
-    from kernels_cuda import _loader
     sms, clusters = T._device(torch.cuda.current_device())
     columns, batch, kernel = {"fast": (16384, 64, "dsv4_topk_indices_fast<4>"),
                               "lean8r": (65536, 6, "dsv4_topk_indices_lean_regs<8, 2>"),
@@ -264,18 +264,8 @@ def test_the_cuts_write_the_defaults_bits_on_the_gpu(monkeypatch, shape, k):
         assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=64), out)
         return out
 
-    default = run()
-    monkeypatch.setitem(T.DEFINES, "FAST_CUTS", 63)
-    monkeypatch.setitem(T.DEFINES, "LEAN_CUTS", 15)
-    monkeypatch.setitem(T.DEFINES, "LEAN_WINDOW", 0)  # (the pushed sums replace what the window form replaces)
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
-    try:
-        cut = run()
-    finally:
-        monkeypatch.undo()
-        _loader._module.cache_clear()
-        _loader._function.cache_clear()
+    # (LEAN_WINDOW 0: the pushed sums replace what the window form replaces)
+    default, cut = rebuilt_runs(monkeypatch, T.DEFINES, [{}, {"FAST_CUTS": 63, "LEAN_CUTS": 15, "LEAN_WINDOW": 0}], run)
     assert torch.equal(cut, default)
     expected = torch.topk(torch.where(torch.arange(columns, device="cuda") < seq_lens[:, None], logits, -float("inf")),
                           k, dim=1).values

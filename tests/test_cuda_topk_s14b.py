@@ -9,6 +9,7 @@ each switch and both, bitwise the default build's."""
 import importlib
 
 import pytest
+from tests.rebuilds import clear_loader_caches
 
 from test_cuda_topk import H200
 
@@ -67,18 +68,15 @@ def test_the_switched_wide_kernels_fit_one_cta_an_sm(monkeypatch, window, table,
 def _rebuilt(monkeypatch, window, table, call):
     """call() with the top-k kernels built at WIDE_WINDOW=window, WIDE_TABLE=table (the loader's caches cleared before
     and after)."""
-    from kernels_cuda import _loader
     monkeypatch.setitem(T.DEFINES, "WIDE_WINDOW", window)
     monkeypatch.setitem(T.DEFINES, "WIDE_TABLE", table)
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
+    clear_loader_caches()
     try:
         return call()
     finally:
         monkeypatch.setitem(T.DEFINES, "WIDE_WINDOW", T.WIDE_WINDOW)
         monkeypatch.setitem(T.DEFINES, "WIDE_TABLE", T.WIDE_TABLE)
-        _loader._module.cache_clear()
-        _loader._function.cache_clear()
+        clear_loader_caches()
 
 
 @pytest.mark.gpu

@@ -1,0 +1,59 @@
+"""Helpers for tests that build a kernel source under other compile-time DEFINES than the process's: a GPU run of
+each build (bitwise comparisons of two forms), and the ws attention kernels' register budget under NVRTC (no GPU)."""
+
+
+def clear_loader_caches():
+    """Forget the loader's modules and functions, so the next launch compiles (or loads the cache) anew."""
+    from kernels_cuda import _loader
+    _loader._module.cache_clear()
+    _loader._function.cache_clear()
+
+
+def rebuilt_runs(monkeypatch, defines, settings, run):
+    """run() under each {key: value} of `settings` set in `defines` (a kernel module's DEFINES), the loader's caches
+    cleared around each; every monkeypatch of the test is undone after each run. The outputs, in order."""
+    outs = []
+    for setting in settings:
+        for key, value in setting.items():
+            monkeypatch.setitem(defines, key, value)
+        clear_loader_caches()
+        try:
+            outs.append(run())
+        finally:
+            monkeypatch.undo()
+            clear_loader_caches()
+    return outs
+
+
+def ws_budget(monkeypatch, settings):
+    """NVRTC (no GPU) of sparse_attention.cu's four ws instantiations with `settings` set in its DEFINES: asserts no
+    wgmma serialised (C7510-C7516, C7518), at most 168 registers and, under NVRTC 13.0 (the GPU image's compiler;
+    13.5 spills 4 bytes in the persistent kernels), no spill or stack. Returns (cubin, lowered names, log, resources)
+    for further checks; the test's monkeypatches are undone."""
+    import importlib
+
+    import pytest
+    pytest.importorskip("cupy")
+    from cupy.cuda import nvrtc
+
+    from kernels_cuda import _loader, build
+    attn = importlib.import_module("kernels_cuda.sparse_attention")
+    for key, value in settings.items():
+        monkeypatch.setitem(attn.DEFINES, key, value)
+    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
+    assert len(exprs) == 4
+    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
+    clear_loader_caches()
+    try:
+        cubin, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
+    finally:
+        monkeypatch.undo()
+        clear_loader_caches()
+    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
+    res = build.resources(log, lowered)
+    for expr in exprs:
+        r = res[expr]
+        assert r["registers"] <= 168, (expr, r)
+        if nvrtc.getVersion() == (13, 0):
+            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    return cubin, lowered, log, res
