@@ -2596,7 +2596,9 @@ __device__ __forceinline__ void ws_epilogue(const float (&o)[128], float m_lo, f
 #if WS_OUT_TMA
 // (one thread) the staged out tile's chunks c0 .. c0 + 3 (the swizzled layout Q's tile has, at tile_addr) to out rows
 // row0 .. row0 + 63 by one 2-D TMA store a chunk (box {64 c, row0}: 64 dims x 64 heads, 8 KB), in the thread's bulk
-// group; under WS_QO_EVICT_FIRST with the evict_first hint, as the row copies have it
+// group; under WS_QO_EVICT_FIRST with the evict_first hint, as the row copies have it. tile_addr is the whole tile's
+// base, chunk c at tile_addr + c * 8 KB (session 14: given warpgroup 1's half, its stores read 32 KB past buffer 1, out
+// of the CTA's shared memory on the H200: an illegal memory access; docs/attn-s14c.md)
 __device__ __forceinline__ void ws_out_tma_chunks(const WsQTensorMap& out_map, unsigned int tile_addr, int c0, int row0) {
     const unsigned long long map = reinterpret_cast<unsigned long long>(&out_map);
 #if WS_QO_EVICT_FIRST
@@ -2650,7 +2652,7 @@ __device__ __forceinline__ void ws_persistent_epilogue(const float (&o)[128], fl
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // generic writes, async-proxy (TMA) reads
     wg_bar_sync(WS_BAR_OUT + half, 128);
     if ((threadIdx.x & 127) == 0) {
-        ws_out_tma_chunks(out_map, stage_addr + half * WS_HALF_BYTES, 4 * half, b * heads + h0);
+        ws_out_tma_chunks(out_map, stage_addr, 4 * half, b * heads + h0);  // the tile's base (chunk 4 half: its half)
         bulk_commit();
         bulk_wait_read<0>();
         if (free_addr) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], 128;\n" ::"r"(free_addr) : "memory");

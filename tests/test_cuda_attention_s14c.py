@@ -6,6 +6,7 @@ O element at its out row and dim; NVRTC (slow): the budget and no serialised wgm
 import importlib
 import importlib.util
 import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def test_staging_address_text_is_the_kernels():
     assert "const unsigned int row_addr = stage_addr + half * WS_HALF_BYTES + stage_row * 128;" in body
     assert "const int swizzle = ((mat >> 1) ^ (lane & 7)) << 4;" in body
     assert "return row_addr + (j >> 3) * WG_CHUNK_BYTES(64) + (((j & 7) << 4) ^ swizzle);" in body
-    assert "ws_out_tma_chunks(out_map, stage_addr + half * WS_HALF_BYTES, 4 * half, b * heads + h0);" in body
+    assert "ws_out_tma_chunks(out_map, stage_addr, 4 * half, b * heads + h0);" in body
     assert "wg_bar_sync(WS_BAR_OUT + half, 128);" in body and "b64 _, [%0], 128;" in body
     stores = re.search(r"void ws_out_tma_chunks\(.*?\n\}\n", CU, re.S).group(0)
     assert "for (int c = c0; c < c0 + 4; ++c)" in stores
@@ -83,6 +84,38 @@ def test_staged_tile_stores_each_element_at_its_out_row_and_dim():
                 assert tile[at] == (y, 64 * c + x), (c, y, x)
 
 
+def _c_value(expr, **names):
+    """A C integer expression of the kernel text (+ - * << >> & ^, parentheses, the two byte macros) in Python."""
+    py = expr.replace("WG_CHUNK_BYTES(64)", str(CHUNK_BYTES)).replace("WS_HALF_BYTES", str(HALF_BYTES))
+    assert re.fullmatch(r"[\w\s+\-*()<>&^]+", py), expr
+    return eval(py, {"__builtins__": {}}, names)
+
+
+def test_each_warpgroups_tma_stores_read_the_chunks_it_staged():
+    # session 14 (docs/attn-s14c.md, call 6): the call passed stage_addr + half * WS_HALF_BYTES as the tile and the
+    # stores added c * 8 KB for c = 4 half ..: warpgroup 1 read 32 KB past buffer 1, out of the CTA's shared memory
+    # (an illegal memory access at the first check case). Here the call's and the stores' own expressions (the
+    # kernel text) give each store's shared source and global coordinate: chunk c must be read where
+    # test_staged_tile_stores_each_element_at_its_out_row_and_dim puts it (c * 8 KB of the staged tile, inside the
+    # warpgroup's half of buffer 1, which its arrival frees) and land at dims 64 c
+    call = re.search(r"ws_out_tma_chunks\(out_map, ([^,]+), ([^,]+), ([^;]+)\);", _epilogue())
+    tile_expr, c0_expr = call.group(1), call.group(2)
+    stores = re.search(r"void ws_out_tma_chunks\(.*?\n\}\n", CU, re.S).group(0)
+    loop = re.search(r"for \(int c = (\w+); c < ([^;]+); \+\+c\)", stores)
+    operands = set(re.findall(r'"r"\((c \* 64)\), "r"\(row0\), "r"\(([^"]+)\)', stores))
+    assert loop.group(1) == "c0" and len(operands) == 1  # both forms (with and without the L2 hint) alike
+    (x_expr, src_expr), = operands
+    read = {}
+    for half in range(2):
+        tile_addr, c0 = _c_value(tile_expr, stage_addr=0, half=half), _c_value(c0_expr, half=half)
+        for c in range(c0, _c_value(loop.group(2), c0=c0)):
+            src = _c_value(src_expr, tile_addr=tile_addr, c=c)
+            assert src == c * CHUNK_BYTES and src // HALF_BYTES == half, (half, c, src)
+            assert _c_value(x_expr, c=c) == 64 * c
+            read[c] = src
+    assert sorted(read) == list(range(8))  # the 8 chunks, each once
+
+
 def test_staging_stmatrix_is_bank_conflict_free():
     # each matrix's 8 row addresses fall on 8 distinct 16-byte bank groups: one wavefront a matrix
     for warp in range(8):
@@ -117,16 +150,94 @@ def _ws_out(monkeypatch, tma):
         cache.cache_clear()
 
 
+@pytest.fixture
+def ws_out_tma(monkeypatch):
+    """_ws_out on for the test; after it, everything undone and the loader's caches cleared again (they would otherwise
+    hand later tests the out_map signature and the WS_OUT_TMA build)."""
+    from kernels_cuda import _loader
+    _ws_out(monkeypatch, True)
+    yield
+    monkeypatch.undo()
+    for cache in (_loader._module, _loader._function, _loader.signature):
+        cache.cache_clear()
+
+
+Q_TENSOR_MAP = attn.q_tensor_map  # the wrapper's (at import, before conftest's per-test stand-in)
+
+
+def _fake_map(address, rows):  # a stand-in for cuTensorMapEncodeTiled's 128 bytes (no driver here): what it encodes
+    return struct.pack("<QQ", address, rows).ljust(128, b"\0")
+
+
+# (positions, heads, topk, forced splits, tail split): the launch paths of a ws call. The first is harness check's first
+# case (csa-decode-h64, where WS_OUT=tma faulted on the H200): a persistent grid of 4 items. (The fault was not in the
+# arguments, which this checks on every path, but in the stores' shared addresses: the test above)
+LAUNCH_PATHS = {
+    "persistent-csa-decode-h64": ([5, 127, 300, 5000], 64, 64, None, False),
+    "persistent-h128": ([900, 4000, 70], 128, 64, None, False),
+    "split-combine": ([4000, 60], 64, 512, 3, False),
+    "split-cluster-merge": ([900, 30], 64, 512, 2, False),
+    "persistent-tail-split": ([2000 + 7 * i for i in range(140)], 64, 512, None, True),
+}
+
+
+@pytest.mark.parametrize("path", list(LAUNCH_PATHS))
+def test_every_ws_launch_under_ws_out_tma_fits_the_signature_and_maps_out(ws_out_tma, monkeypatch, path):
+    # the launches captured (no GPU): each one's arguments fit the kernel's signature under WS_OUT_TMA (the loader's
+    # launch_values), and the ws kernel's q_map / out_map encode q's / out's own address over batch x heads rows
+    from harness import inputs
+    from kernels_cuda import _loader
+    if not attn.WS_Q_TMA:
+        pytest.skip("WS_OUT_TMA needs Q by TMA")
+    positions, heads, topk, splits, tail = LAUNCH_PATHS[path]
+    # (conftest stands 128 zero bytes in for q_tensor_map: the wrapper's own, over a stand-in encoder, here)
+    monkeypatch.setattr(attn, "q_tensor_map", Q_TENSOR_MAP)
+    monkeypatch.setattr(attn, "_q_tensor_map", _fake_map)
+    monkeypatch.setattr(attn, "choose_kernel", lambda *a: "ws")
+    monkeypatch.setattr(attn, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(attn, "_shared_optin", lambda device: 232448)
+    monkeypatch.setattr(attn, "SPLITS", splits)
+    monkeypatch.setattr(attn, "WS_PERSISTENT", True)
+    monkeypatch.setattr(attn, "WS_TAIL", "split" if tail else "none")
+    monkeypatch.setattr(attn, "WS_TAIL_SPLIT", tail)
+    monkeypatch.setattr(attn.torch.cuda, "get_device_capability", lambda device: (9, 0))
+    monkeypatch.delenv("DSV4_ATTENTION_MERGE", raising=False)
+    launched = []
+
+    def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False, cluster=None):
+        params = _loader.signature(name, expr)
+        _loader.launch_values(expr, params, args)  # raises on a missing, extra or mistyped argument
+        launched.append((expr, grid, cluster, dict(zip((n for _, n in params), args))))
+
+    monkeypatch.setattr(attn, "launch", launch)
+    x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=14)
+    out, _ = x.call(attn.sparse_attention)
+    ws = [named for expr, _, _, named in launched if expr.startswith("dsv4_sparse_attention_ws<")]
+    assert len(ws) == 1
+    named = ws[0]
+    q, rows = x.args[0], len(positions) * heads
+    assert named["out"] is out and out.shape == q.shape and out.dtype == q.dtype
+    assert named["q_map"] == _fake_map(q.data_ptr(), rows) and named["out_map"] == _fake_map(out.data_ptr(), rows)
+    kernels = [expr.split("<")[0] for expr, _, _, _ in launched]
+    expr, grid, cluster, _ = launched[0]
+    if path.startswith("persistent"):  # unsplit: the grid of at most one CTA an SM, the TMA-stored epilogue
+        assert expr.endswith(", false>") and grid[1:] == (1, 1) and grid[0] <= 132
+        assert kernels[1:] == (["dsv4_sparse_attention_combine"] if tail else [])
+    elif path == "split-cluster-merge":
+        assert expr.endswith(", true>") and cluster == (1, 1, 2) and kernels == ["dsv4_sparse_attention_ws"]
+    else:
+        assert expr.endswith(", true>") and kernels == ["dsv4_sparse_attention_ws", "dsv4_sparse_attention_combine"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("policy,tail", [(0, 0), (1, 0), (0, 1)])
-def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch, policy, tail):
+def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(ws_out_tma, monkeypatch, policy, tail):
     # NVRTC (no GPU) of the four ws instantiations under WS_OUT_TMA (and with QO_POLICY=first's hinted stores, or the
     # tail split beside it): 168 registers, no spill or stack (13.0, the GPU image's), no wgmma serialised
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     if not attn.WS_Q_TMA:
         pytest.skip("WS_OUT_TMA needs Q by TMA")
-    _ws_out(monkeypatch, True)
     monkeypatch.setitem(attn.DEFINES, "WS_QO_EVICT_FIRST", policy)
     monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", tail)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
