@@ -10,6 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from tests.rebuilds import ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -234,24 +235,9 @@ def test_every_ws_launch_under_ws_out_tma_fits_the_signature_and_maps_out(ws_out
 def test_ws_out_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(ws_out_tma, monkeypatch, policy, tail):
     # NVRTC (no GPU) of the four ws instantiations under WS_OUT_TMA (and with QO_POLICY=first's hinted stores, or the
     # tail split beside it): 168 registers, no spill or stack (13.0, the GPU image's), no wgmma serialised
-    pytest.importorskip("cupy")
-    from kernels_cuda import _loader, build
     if not attn.WS_Q_TMA:
         pytest.skip("WS_OUT_TMA needs Q by TMA")
-    monkeypatch.setitem(attn.DEFINES, "WS_QO_EVICT_FIRST", policy)
-    monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", tail)
-    exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
-    assert len(exprs) == 4
-    monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)
-    _, lowered, log = _loader.compile_cubin("sparse_attention.cu", "sm_90a")
-    assert "serialized" not in log, [line for line in log.splitlines() if "serialized" in line]
-    res = build.resources(log, lowered)
-    from cupy.cuda import nvrtc
-    for expr in exprs:
-        r = res[expr]
-        assert r["registers"] <= 168, (expr, r)
-        if nvrtc.getVersion() == (13, 0):
-            assert r["spill_stores"] == r["spill_loads"] == r["stack"] == 0, (expr, r)
+    ws_budget(monkeypatch, {"WS_QO_EVICT_FIRST": policy, "WS_TAIL_SPLIT": tail})  # (the fixture set WS_OUT_TMA)
 
 
 # (batch, heads, topk, positions, sink): prefill-like and the decode shapes the persistent (unsplit) grid takes
