@@ -126,6 +126,14 @@ def compile_cubin(name, arch):
         nvrtc.destroyProgram(prog)
 
 
+def env_choice(name, choices, default):
+    """The environment's setting `name` (`default` when unset), one of `choices`, else a ValueError naming both."""
+    value = os.environ.get(name, default)
+    if value not in choices:
+        raise ValueError(f"{name}={value!r}: one of {', '.join(choices)}")
+    return value
+
+
 def device_arch(capability):
     """NVRTC target of a compute capability (major, minor): the arch-specific `a` variant on Hopper
     (wgmma, setmaxnreg), the plain one elsewhere."""

@@ -47,7 +47,7 @@ import os
 import torch
 
 from harness import contract, plans
-from kernels_cuda._loader import launch, tensor_map_tiled
+from kernels_cuda._loader import env_choice, launch, tensor_map_tiled
 
 KERNEL = os.environ.get("DSV4_ATTENTION_KERNEL", "auto")
 LATE_PV = os.environ.get("DSV4_ATTENTION_LATE_PV", "0") == "1"
@@ -72,9 +72,7 @@ WS_PERSISTENT = os.environ.get("DSV4_ATTENTION_PERSISTENT", "1") != "0"
 # full round (prefill 4096 H64: 4 items after 31 x 132) into splits of one pair of 64-row blocks each, their fp32
 # partials merged by the combine kernel after the grid, so the last round takes one pair's time, not one item's;
 # split64: splits of one 64-row block (the A/B of the pair's size); none (default): whole items
-WS_TAIL = os.environ.get("DSV4_ATTENTION_TAIL", "none")
-if WS_TAIL not in ("none", "split", "split64"):
-    raise ValueError(f"DSV4_ATTENTION_TAIL={WS_TAIL!r}: one of none, split, split64")
+WS_TAIL = env_choice("DSV4_ATTENTION_TAIL", ("none", "split", "split64"), "none")
 WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
 # ws producer (docs/attn-s12b.md; opt-in until timed): DSV4_ATTENTION_PRODUCER=ahead keeps the indices two pairs
 # ahead (loaded a pair before their first copy) and loads the first two pairs' before Q (split kernel) or before the
@@ -85,27 +83,21 @@ WS_TAIL_SPLIT = WS_TAIL != "none" and WS_PERSISTENT
 # free wait and its ready arrival only that half's copies and arrivals (FlashMLA's shape): the pair's row addresses and
 # flag words are made before its first free wait, its index loads from one base pointer. The same copies and flags
 PRODUCERS = ("loads", "ahead", "prefetch", "lean")
-PRODUCER = os.environ.get("DSV4_ATTENTION_PRODUCER", "lean")
-if PRODUCER not in PRODUCERS:
-    raise ValueError(f"DSV4_ATTENTION_PRODUCER={PRODUCER!r}: one of {', '.join(PRODUCERS)}")
+PRODUCER = env_choice("DSV4_ATTENTION_PRODUCER", PRODUCERS, "lean")
 # ws (docs/attn-s13a.md): DSV4_ATTENTION_Q=tma (the default since session 13's call 1: decode b64 H64 30.4 -> 29.2 us,
 # b64 H128 51.0 -> 49.2 on the H200, bitwise the copies' output) brings Q by 8 TMA copies (cp.async.bulk.tensor,
 # 128-byte swizzle) that math thread 0 issues on bar_q (expect_tx), as FlashMLA does, so the producer starts on the
 # indices and gathers at once; the persistent kernel refills Q from that thread too. copies: the producer's 4096
 # cp.async an item. Only how Q arrives changes: the same bits
 Q_LOADS = ("copies", "tma")
-Q_LOAD = os.environ.get("DSV4_ATTENTION_Q", "tma")
-if Q_LOAD not in Q_LOADS:
-    raise ValueError(f"DSV4_ATTENTION_Q={Q_LOAD!r}: one of {', '.join(Q_LOADS)}")
+Q_LOAD = env_choice("DSV4_ATTENTION_Q", Q_LOADS, "tma")
 WS_Q_TMA = Q_LOAD == "tma"
 # ws (docs/attn-s13b.md; opt-in until timed): DSV4_ATTENTION_MATH=split runs the math warpgroups' softmax in a shorter
 # chain to the tensor cores: the running max published before the exponentials, the own block's P V issued a k-step
 # (16 columns) at a time right after that step's exponentials, each valid-row flag tested by one instruction.
 # base (default): the measured order. The same operations on the same values: the same bits. Needs the FFMA softmax
 MATHS = ("base", "split")
-MATH = os.environ.get("DSV4_ATTENTION_MATH", "base")
-if MATH not in MATHS:
-    raise ValueError(f"DSV4_ATTENTION_MATH={MATH!r}: one of {', '.join(MATHS)}")
+MATH = env_choice("DSV4_ATTENTION_MATH", MATHS, "base")
 if MATH == "split" and not WS_SOFTMAX_FFMA:
     raise ValueError("DSV4_ATTENTION_MATH=split builds on the FFMA softmax: not with DSV4_ATTENTION_WS_SOFTMAX=exp2f")
 WS_MATH_SPLIT = MATH == "split"
@@ -115,9 +107,7 @@ WS_MATH_SPLIT = MATH == "split"
 # (item = head block x batch + row). Only which CTA takes which item changes: the same bits. Not with the tail split
 # (its pieces are the last rows of the last head block)
 ORDERS = ("blocks", "rows")
-ORDER = os.environ.get("DSV4_ATTENTION_ORDER", "blocks")
-if ORDER not in ORDERS:
-    raise ValueError(f"DSV4_ATTENTION_ORDER={ORDER!r}: one of {', '.join(ORDERS)}")
+ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks")
 if ORDER == "rows" and WS_TAIL_SPLIT:
     raise ValueError("DSV4_ATTENTION_ORDER=rows: not with DSV4_ATTENTION_TAIL (its pieces are head-block-major)")
 WS_ORDER_ROWS = ORDER == "rows"
@@ -127,9 +117,7 @@ WS_ORDER_ROWS = ORDER == "rows"
 # another rather than the gathered rows (evict_last), of which session 12's ncu saw ~100 MB re-read from DRAM.
 # normal (default): no hint. Only the cache policy changes: the same bits. Needs Q by TMA
 QO_POLICIES = ("normal", "first")
-QO_POLICY = os.environ.get("DSV4_ATTENTION_QO_POLICY", "normal")
-if QO_POLICY not in QO_POLICIES:
-    raise ValueError(f"DSV4_ATTENTION_QO_POLICY={QO_POLICY!r}: one of {', '.join(QO_POLICIES)}")
+QO_POLICY = env_choice("DSV4_ATTENTION_QO_POLICY", QO_POLICIES, "normal")
 if QO_POLICY == "first" and not WS_Q_TMA:
     raise ValueError("DSV4_ATTENTION_QO_POLICY=first hints Q's TMA copies: not with DSV4_ATTENTION_Q=copies")
 WS_QO_EVICT_FIRST = QO_POLICY == "first"
@@ -137,18 +125,14 @@ WS_QO_EVICT_FIRST = QO_POLICY == "first"
 # P_A only) by 4 stmatrix.x4 a thread, as FlashMLA does, instead of 16 st.shared.b32: the same words, the same bits.
 # sts (default): the measured stores
 P_STORES = ("sts", "stmatrix")
-P_STORE = os.environ.get("DSV4_ATTENTION_P_STORE", "sts")
-if P_STORE not in P_STORES:
-    raise ValueError(f"DSV4_ATTENTION_P_STORE={P_STORE!r}: one of {', '.join(P_STORES)}")
+P_STORE = env_choice("DSV4_ATTENTION_P_STORE", P_STORES, "sts")
 # ws, persistent (docs/attn-s14c.md; opt-in until timed): DSV4_ATTENTION_WS_OUT=tma stages an item's bf16 out as the
 # 128-byte-swizzled tile (Q's layout) and stores it by 8 TMA tensor stores (4 a warpgroup, one thread each, over a
 # tensor map of out: q_tensor_map_args, out has q's shape), as FlashMLA does, instead of 120 row copies (15 a math
 # warp); each warpgroup frees its own half of buffer 1 once its stores have read it. bulk (default): the row copies.
 # lse, the splits and the tail split's partials stay. The same bytes: the same bits. Needs Q by TMA (its map type)
 WS_OUTS = ("bulk", "tma")
-WS_OUT = os.environ.get("DSV4_ATTENTION_WS_OUT", "bulk")
-if WS_OUT not in WS_OUTS:
-    raise ValueError(f"DSV4_ATTENTION_WS_OUT={WS_OUT!r}: one of {', '.join(WS_OUTS)}")
+WS_OUT = env_choice("DSV4_ATTENTION_WS_OUT", WS_OUTS, "bulk")
 if WS_OUT == "tma" and not WS_Q_TMA:
     raise ValueError("DSV4_ATTENTION_WS_OUT=tma takes out's tensor map beside Q's: not with DSV4_ATTENTION_Q=copies")
 WS_OUT_TMA = WS_OUT == "tma"

@@ -119,9 +119,7 @@ LEAN_CUTS = int(os.environ.get("DSV4_TOPK_LEAN_CUTS", "12"))
 # LEAN_CUTS bit 1). The default since session 13's call 3: 1 x 65536 8.4 -> 6.7 us beside SGLang's 6.9 (check
 # --full and the GPU tests under it); `sums`, session 12's build
 LEAN_FORMS = ("sums", "window")
-LEAN_FORM = os.environ.get("DSV4_TOPK_LEAN_FORM", "window")
-if LEAN_FORM not in LEAN_FORMS:
-    raise ValueError(f"DSV4_TOPK_LEAN_FORM={LEAN_FORM!r}: one of {', '.join(LEAN_FORMS)}")
+LEAN_FORM = _loader.env_choice("DSV4_TOPK_LEAN_FORM", LEAN_FORMS, "window")
 if LEAN_FORM == "window" and LEAN_CUTS & 1:
     raise ValueError(f"DSV4_TOPK_LEAN_CUTS={LEAN_CUTS} pushes the sums that DSV4_TOPK_LEAN_FORM=window replaces: "
                      "set DSV4_TOPK_LEAN_FORM=sums with it")
@@ -225,9 +223,7 @@ TWIN_CHOICES = ("4", "2", "auto")
 # walks each one pass over its four chunks (TWIN_ONE_WALK); `onewalk8` that and 8 float4 loads a thread in its load
 # loop (TWIN_LOADS_2) instead of 4 (39.6); `chunks`, the walks a chunk and 4 loads (session 12's form)
 TWIN_FORMS = ("chunks", "onewalk", "onewalk8")
-TWIN_FORM = os.environ.get("DSV4_TOPK_TWIN_FORM", "onewalk")
-if TWIN_FORM not in TWIN_FORMS:
-    raise ValueError(f"DSV4_TOPK_TWIN_FORM={TWIN_FORM!r}: one of {', '.join(TWIN_FORMS)}")
+TWIN_FORM = _loader.env_choice("DSV4_TOPK_TWIN_FORM", TWIN_FORMS, "onewalk")
 DEFINES["TWIN_ONE_WALK"] = int(TWIN_FORM != "chunks")
 DEFINES["TWIN_LOADS_2"] = 8 if TWIN_FORM == "onewalk8" else 4
 TWIN_KERNELS = {4: TWIN_KERNEL, 2: "dsv4_topk_indices_twin<2>"}
