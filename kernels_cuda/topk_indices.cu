@@ -647,12 +647,12 @@ __global__ void __launch_bounds__(TOPK_THREADS, 1)
 static_assert(FAST_CTAS_PER_SM_1 == 2 && FAST_CTAS_PER_SM_2 == 1 && FAST_CTAS_PER_SM_4 == 1,
               "two CTAs an SM (32 registers) for VECS 1, one above (40 and 57 registers)");
 static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogram");
-// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; default 1, the PDL race fix): latency cuts of the
+// FAST_CUTS (DSV4_TOPK_FAST_CUTS, read at import; its default in topk_indices.py): latency cuts of the
 // fast kernel's one-CTA chain (docs/topk-s9a.md, "64 x 16384"), bits of:
 #define FAST_EARLY_LOADS 1    // seq_len coherent after the PDL wait; the row's loads issued before it arrives
 #define FAST_COUNT_PADDING 2  // the histogram counts key 0 and takes the padding out once: no test a key
 #define FAST_VOTE_WRITE_OUT 4  // candidates ranked by warp votes straight into the output, one barrier fewer
-// docs/topk-s11b.md (opt-in; the fast kernel only, not half):
+// docs/topk-s11b.md (the fast kernel only, not half):
 #define FAST_BIT_WALK 8        // one classification into above / inside bit masks, then only their set bits placed
 #define FAST_ADDRESS_EARLY 16  // with FAST_EARLY_LOADS: the row's address and predicates made before the PDL wait
 // keys masked past seq_len by vector (keys_before), not by a test a key (make_keys), and the histogram's
@@ -664,7 +664,7 @@ static_assert(MAX_K <= FAST_BINS, "the fast kernel stages k slots in its histogr
 #define FAST_TABLE_SHARED 64
 // (with FAST_BIT_WALK) fast_bit_walk's slots in fewer instructions: fast_mask_walk (docs/topk-s13c.md)
 #define FAST_MASK_WALK 128
-// docs/topk-s14a.md (opt-in): fast<1> built without FAST_TABLE_SHARED (its other cuts kept; fast<2> and fast<4>
+// docs/topk-s14a.md: fast<1> built without FAST_TABLE_SHARED (its other cuts kept; fast<2> and fast<4>
 // keep it): the short batch (rows <= k, the copy path, at fast<1>) ran 1.053 us at 63 and 1.078 at 255 with the
 // same copy-path SASS, so the A/B of fast<1>'s 4 KB of shared memory and code against its chain
 #define FAST_TABLE_SHARED_NOT_1 256
@@ -672,8 +672,8 @@ static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WAL
               "FAST_EARLY_LOADS | FAST_COUNT_PADDING | FAST_VOTE_WRITE_OUT | FAST_BIT_WALK | FAST_ADDRESS_EARLY | "
               "FAST_KEYS_BY_VECTOR | FAST_TABLE_SHARED | FAST_MASK_WALK (with FAST_BIT_WALK) | "
               "FAST_TABLE_SHARED_NOT_1");
-// HALF_CUTS (DSV4_TOPK_HALF_CUTS, read at import; default 0): cuts of dsv4_topk_indices_half's chain, bits of
-// (docs/topk-s14a.md): 1 FAST_TABLE_SHARED's page-table copy in fast_half_row (the row's entries copied one a
+// HALF_CUTS (DSV4_TOPK_HALF_CUTS, read at import; its default in topk_indices.py): cuts of dsv4_topk_indices_half's
+// chain, bits of (docs/topk-s14a.md): 1 FAST_TABLE_SHARED's page-table copy in fast_half_row (the row's entries copied one a
 // thread into shared memory by cp.async after the row's loads, waited for before the histogram's barrier; the
 // write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
 // sizes below 4 VECS keep the L2 prefetch and the global mapping)
@@ -2343,8 +2343,8 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 #endif
 }
 
-// ---- LEAN_CUTS (DSV4_TOPK_LEAN_CUTS, read at import; default 0): the lean_regs kernel's cluster
-// chain without release barriers on it (docs/topk-s11b.md). Bits of:
+// ---- LEAN_CUTS (DSV4_TOPK_LEAN_CUTS, read at import; its default in topk_indices.py): the lean_regs kernel's
+// cluster chain without release barriers on it (docs/topk-s11b.md). Bits of:
 #define LEAN_PUSH_SUM 1         // the histograms summed by red.async / st.async into mbarrier-counted slices
 #define LEAN_PUSH_CANDIDATES 2  // (with 1) rank 0's candidates by st.async, the last cluster barrier an exit guard
 #define LEAN_ADDRESS_EARLY 4    // the chunk's address and predicates, the zeroed histogram's barrier: before the wait
