@@ -101,13 +101,14 @@ MATH = env_choice("DSV4_ATTENTION_MATH", MATHS, "base")
 if MATH == "split" and not WS_SOFTMAX_FFMA:
     raise ValueError("DSV4_ATTENTION_MATH=split builds on the FFMA softmax: not with DSV4_ATTENTION_WS_SOFTMAX=exp2f")
 WS_MATH_SPLIT = MATH == "split"
-# ws, persistent (docs/attn-s14a.md; opt-in until timed): DSV4_ATTENTION_ORDER=rows numbers the grid's items row-major
-# (item = row x head blocks + head block, FlashMLA's CTA order), so at H 128 a row's two head blocks run at once on
-# neighbouring CTAs and the second gathers rows the first has just brought to L2; blocks (default): head-block-major
-# (item = head block x batch + row). Only which CTA takes which item changes: the same bits. Not with the tail split
-# (its pieces are the last rows of the last head block)
+# ws, persistent (docs/attn-s14a.md): DSV4_ATTENTION_ORDER=rows numbers the grid's items row-major (item = row x head
+# blocks + head block, FlashMLA's CTA order), so at H 128 a row's two head blocks run at once on neighbouring CTAs and
+# the second gathers rows the first has just brought to L2; the default since session 15's call 2 (prefill H128 under
+# WS_OUT=tma 2022.6 -> 1987.4 us in call 1). blocks: head-block-major (item = head block x batch + row), the default
+# under the tail split (its pieces are the last rows of the last head block). Only which CTA takes which item changes:
+# the same bits
 ORDERS = ("blocks", "rows")
-ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks")
+ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks" if WS_TAIL_SPLIT else "rows")
 if ORDER == "rows" and WS_TAIL_SPLIT:
     raise ValueError("DSV4_ATTENTION_ORDER=rows: not with DSV4_ATTENTION_TAIL (its pieces are head-block-major)")
 WS_ORDER_ROWS = ORDER == "rows"
@@ -126,13 +127,15 @@ WS_QO_EVICT_FIRST = QO_POLICY == "first"
 # sts (default): the measured stores
 P_STORES = ("sts", "stmatrix")
 P_STORE = env_choice("DSV4_ATTENTION_P_STORE", P_STORES, "sts")
-# ws, persistent (docs/attn-s14c.md; opt-in until timed): DSV4_ATTENTION_WS_OUT=tma stages an item's bf16 out as the
-# 128-byte-swizzled tile (Q's layout) and stores it by 8 TMA tensor stores (4 a warpgroup, one thread each, over a
-# tensor map of out: q_tensor_map_args, out has q's shape), as FlashMLA does, instead of 120 row copies (15 a math
-# warp); each warpgroup frees its own half of buffer 1 once its stores have read it. bulk (default): the row copies.
-# lse, the splits and the tail split's partials stay. The same bytes: the same bits. Needs Q by TMA (its map type)
+# ws, persistent (docs/attn-s14c.md): DSV4_ATTENTION_WS_OUT=tma stages an item's bf16 out as the 128-byte-swizzled tile
+# (Q's layout) and stores it by 8 TMA tensor stores (4 a warpgroup, one thread each, over a tensor map of out:
+# q_tensor_map_args, out has q's shape), as FlashMLA does, instead of 120 row copies (15 a math warp); each warpgroup
+# frees its own half of buffer 1 once its stores have read it. The default since session 15's call 2 (call 1, every
+# #15 case beside FlashMLA under it: prefill H64 636.3 -> 624.5 us, H128 2039.9 -> 2022.6, decode unchanged within
+# noise). bulk: the row copies; the default under DSV4_ATTENTION_Q=copies (no map type). lse, the splits and the tail
+# split's partials stay. The same bytes: the same bits
 WS_OUTS = ("bulk", "tma")
-WS_OUT = env_choice("DSV4_ATTENTION_WS_OUT", WS_OUTS, "bulk")
+WS_OUT = env_choice("DSV4_ATTENTION_WS_OUT", WS_OUTS, "tma" if WS_Q_TMA else "bulk")
 if WS_OUT == "tma" and not WS_Q_TMA:
     raise ValueError("DSV4_ATTENTION_WS_OUT=tma takes out's tensor map beside Q's: not with DSV4_ATTENTION_Q=copies")
 WS_OUT_TMA = WS_OUT == "tma"

@@ -119,23 +119,31 @@ def test_the_switched_ws_header_declares_the_tmap_signature():
     assert plain[1] == plain[0] + " const __grid_constant__ WsQTensorMap q_map"
     assert plain[2] == plain[1] + " const __grid_constant__ WsQTensorMap out_map"
     names = [d.split()[1] for d in attn.SIGNATURES["dsv4_sparse_attention_ws"]]
-    assert names[-1] == "q_map" and plain[0].split()[-1] == names[-2] == "kv_policy"  # the default entry: tmap last
+    # the default entry (WS_OUT_TMA on too): the two maps last
+    assert names[-2:] == ["q_map", "out_map"] and plain[0].split()[-1] == names[-3] == "kv_policy"
 
 
 def test_q_switch_defaults_to_tma():
     assert attn.Q_LOAD == "tma" and attn.WS_Q_TMA and attn.DEFINES["WS_Q_TMA"] == 1
-    assert attn.SIGNATURES["dsv4_sparse_attention_ws"][-1] == "tmap q_map"
+    assert attn.SIGNATURES["dsv4_sparse_attention_ws"][-2] == "tmap q_map"
+
+
+WS_OUT_TMA = attn.WS_OUT_TMA  # the process's setting (the default: on), before a test switches it
 
 
 def _q_load(monkeypatch, tma=True):
     """WS_Q_TMA on (tma) or off for this test: the define, the ws signature with or without its tmap, and the
     wrapper's flag (the loader's compiled-module and signature caches cleared, so that build and signature are
-    used)."""
+    used). Out's TMA stores (WS_OUT_TMA) take Q's map type: off with Q's copies, else the process's setting."""
     from kernels_cuda import _loader
-    plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a != "tmap q_map")
+    maps = ("tmap q_map", "tmap out_map")
+    plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a not in maps)
+    out_tma = tma and WS_OUT_TMA
     monkeypatch.setitem(attn.DEFINES, "WS_Q_TMA", int(tma))
-    monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, "tmap q_map") if tma else plain)
+    monkeypatch.setitem(attn.DEFINES, "WS_OUT_TMA", int(out_tma))
+    monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, *maps[:tma + out_tma]))
     monkeypatch.setattr(attn, "WS_Q_TMA", tma)
+    monkeypatch.setattr(attn, "WS_OUT_TMA", out_tma)
     for cache in (_loader._module, _loader._function, _loader.signature):
         cache.cache_clear()
 

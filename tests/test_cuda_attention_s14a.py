@@ -15,8 +15,10 @@ CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").rea
 SWITCHES = {"order": "WS_ORDER_ROWS", "qo_policy": "WS_QO_EVICT_FIRST"}
 
 
-def test_switches_are_opt_in():
-    assert attn.ORDERS == ("blocks", "rows") and attn.ORDER == "blocks" and attn.DEFINES["WS_ORDER_ROWS"] == 0
+def test_switch_defaults():
+    # ORDER=rows the default since session 15 (blocks under the tail split, whose pieces are head-block-major);
+    # QO_POLICY=first opt-in
+    assert attn.ORDERS == ("blocks", "rows") and attn.ORDER == "rows" and attn.DEFINES["WS_ORDER_ROWS"] == 1
     assert attn.QO_POLICIES == ("normal", "first") and attn.QO_POLICY == "normal"
     assert attn.DEFINES["WS_QO_EVICT_FIRST"] == 0
 
@@ -111,7 +113,7 @@ def test_switch_fits_the_ws_budget_without_spills(monkeypatch, switch):
 @pytest.mark.parametrize("switch", sorted(SWITCHES))
 @pytest.mark.parametrize("shape", ["prefill-h128", "prefill-h64", "persistent-h128", "split", "h128-b64"])
 def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
-    # the same call with the ws kernels built under the switch and with the process's own build: out and lse bit for
+    # the same call with the ws kernels built with the switch off and on: out and lse bit for
     # bit (only which CTA takes an item, or the L2 policy, changes). prefill-h128 / -h64: one request's prefill (600
     # query tokens at 8K, each with its window and top-k: every list full, head blocks 31 rounds apart at H128 under
     # the default order only from 4096 rows, so this checks the mapping, not the timing); persistent-h128: 300 decode
@@ -123,8 +125,8 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
-    if attn.WS_ORDER_ROWS or attn.WS_QO_EVICT_FIRST or not attn.WS_Q_TMA or attn.WS_TAIL_SPLIT:
-        pytest.skip("compares the default build with the switch: run without DSV4_ATTENTION_ORDER, QO_POLICY, Q, TAIL")
+    if attn.WS_QO_EVICT_FIRST or not attn.WS_Q_TMA or attn.WS_TAIL_SPLIT:
+        pytest.skip("compares the switch's two builds: run without DSV4_ATTENTION_QO_POLICY, Q, TAIL")
     if shape.startswith("prefill"):
         heads = 128 if shape.endswith("h128") else 64
         x = inputs.attention_case(heads=heads, seed=14 + heads, device="cuda", prefill=(8192 - 600, 600), ratio=4,
@@ -145,6 +147,6 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    default, switched = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {SWITCHES[switch]: 1}], run)
+    default, switched = rebuilt_runs(monkeypatch, attn.DEFINES, [{SWITCHES[switch]: 0}, {SWITCHES[switch]: 1}], run)
     assert torch.equal(switched[0], default[0]) and torch.equal(switched[1], default[1])
     assert torch.isfinite(default[0].float()).all()

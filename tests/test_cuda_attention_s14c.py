@@ -17,10 +17,21 @@ CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").rea
 CHUNK_BYTES, HALF_BYTES = 64 * 128, 4 * 64 * 128  # WG_CHUNK_BYTES(64), WS_HALF_BYTES
 
 
-def test_ws_out_is_opt_in():
+def test_ws_out_defaults_to_tma():
+    # the default since session 15 (bulk under DSV4_ATTENTION_Q=copies: out's map is Q's map type)
     assert attn.WS_OUTS == ("bulk", "tma")
-    assert attn.WS_OUT == "bulk" and not attn.WS_OUT_TMA and attn.DEFINES["WS_OUT_TMA"] == 0
-    assert "tmap out_map" not in attn.SIGNATURES["dsv4_sparse_attention_ws"]
+    assert attn.WS_OUT == "tma" and attn.WS_OUT_TMA and attn.DEFINES["WS_OUT_TMA"] == 1
+    assert attn.SIGNATURES["dsv4_sparse_attention_ws"][-2:] == ("tmap q_map", "tmap out_map")
+
+
+def test_ws_out_defaults_to_bulk_under_q_copies(monkeypatch):
+    monkeypatch.delenv("DSV4_ATTENTION_WS_OUT", raising=False)
+    monkeypatch.setenv("DSV4_ATTENTION_Q", "copies")
+    spec = importlib.util.spec_from_file_location("_s14c_probe_copies", attn.__file__)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.WS_OUT == "bulk" and probe.DEFINES["WS_OUT_TMA"] == 0
+    assert "tmap out_map" not in probe.SIGNATURES["dsv4_sparse_attention_ws"]
 
 
 def _epilogue():
@@ -257,7 +268,7 @@ GPU_SHAPES = {
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", list(GPU_SHAPES))
 def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
-    # the same call with the ws kernels built under WS_OUT_TMA and with the process's own build: out and lse bit for
+    # the same call with the ws kernels built under WS_OUT_TMA and under the bulk row copies: out and lse bit for
     # bit (the same bf16 words at the same bytes of out). Batches not a multiple of the grid (132) or of 64; H128's
     # two head blocks (row0 = b * heads + 64); short: rows at positions 1 .. ~3000 (lists -1 padded, masked columns)
     # and every 7th row's list all -1 (out 0, or the sink's share; lse -inf)
@@ -266,8 +277,8 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws" or not attn.WS_PERSISTENT:
         pytest.skip("the persistent ws kernel runs on Hopper only")
-    if attn.WS_OUT != "bulk" or not attn.WS_Q_TMA:
-        pytest.skip("compares the bulk build with tma: run without DSV4_ATTENTION_WS_OUT (and with Q by TMA)")
+    if not attn.WS_Q_TMA:
+        pytest.skip("compares the bulk build with tma: run with Q by TMA")
     batch, heads, topk, kind, sink = GPU_SHAPES[shape]
     if kind in ("long", "tail"):
         positions = [20000 + 37 * i for i in range(batch)]
@@ -292,6 +303,7 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         for cache in (_loader._module, _loader._function):
             cache.cache_clear()
     try:
+        _ws_out(monkeypatch, False)
         default = run()
         _ws_out(monkeypatch, True)
         tma = run()
