@@ -112,21 +112,24 @@ ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks" if WS_TAIL_SPLIT els
 if ORDER == "rows" and WS_TAIL_SPLIT:
     raise ValueError("DSV4_ATTENTION_ORDER=rows: not with DSV4_ATTENTION_TAIL (its pieces are head-block-major)")
 WS_ORDER_ROWS = ORDER == "rows"
-# ws (docs/attn-s14a.md; opt-in until timed): DSV4_ATTENTION_QO_POLICY=first loads Q (the TMA copies) and stores out
-# (the epilogues' bulk copies; not the splits' fp32 partials, nor the 2-split cluster merge's rows) under an L2
-# evict_first policy, as FlashMLA loads Q: at prefill 256 MB of each (H64) pass through L2 once, and then replace one
-# another rather than the gathered rows (evict_last), of which session 12's ncu saw ~100 MB re-read from DRAM.
-# normal (default): no hint. Only the cache policy changes: the same bits. Needs Q by TMA
+# ws (docs/attn-s14a.md): DSV4_ATTENTION_QO_POLICY=first loads Q (the TMA copies) and stores out (the epilogues' bulk
+# copies; not the splits' fp32 partials, nor the 2-split cluster merge's rows) under an L2 evict_first policy, as
+# FlashMLA loads Q: at prefill 256 MB of each (H64) pass through L2 once, and then replace one another rather than the
+# gathered rows (evict_last), of which session 12's ncu saw ~100 MB re-read from DRAM. The default since session 15's
+# call 4 (call 3, prefill H64 / H128 at WS_OUT=tma + ORDER=rows: 622.5 / 1991.0 -> 614.7 / 1964.2 us; with
+# P_STORE=stmatrix 612.2 / 1961.9). normal: no hint, the default under DSV4_ATTENTION_Q=copies. Only the cache policy
+# changes: the same bits
 QO_POLICIES = ("normal", "first")
-QO_POLICY = env_choice("DSV4_ATTENTION_QO_POLICY", QO_POLICIES, "normal")
+QO_POLICY = env_choice("DSV4_ATTENTION_QO_POLICY", QO_POLICIES, "first" if WS_Q_TMA else "normal")
 if QO_POLICY == "first" and not WS_Q_TMA:
     raise ValueError("DSV4_ATTENTION_QO_POLICY=first hints Q's TMA copies: not with DSV4_ATTENTION_Q=copies")
 WS_QO_EVICT_FIRST = QO_POLICY == "first"
-# ws (docs/attn-s14b.md; opt-in until timed): DSV4_ATTENTION_P_STORE=stmatrix stores P_A and P_B (under MATH=split
-# P_A only) by 4 stmatrix.x4 a thread, as FlashMLA does, instead of 16 st.shared.b32: the same words, the same bits.
-# sts (default): the measured stores
+# ws (docs/attn-s14b.md): DSV4_ATTENTION_P_STORE=stmatrix stores P_A and P_B (under MATH=split P_A only) by 4
+# stmatrix.x4 a thread, as FlashMLA does, instead of 16 st.shared.b32: the same words, the same bits. The default since
+# session 15's call 4 (call 3, prefill H64 / H128: 622.5 / 1991.0 -> 616.6 / 1972.8 us, again 616.2 / 1968.5).
+# sts: the 16 stores
 P_STORES = ("sts", "stmatrix")
-P_STORE = env_choice("DSV4_ATTENTION_P_STORE", P_STORES, "sts")
+P_STORE = env_choice("DSV4_ATTENTION_P_STORE", P_STORES, "stmatrix")
 # ws, persistent (docs/attn-s14c.md): DSV4_ATTENTION_WS_OUT=tma stages an item's bf16 out as the 128-byte-swizzled tile
 # (Q's layout) and stores it by 8 TMA tensor stores (4 a warpgroup, one thread each, over a tensor map of out:
 # q_tensor_map_args, out has q's shape), as FlashMLA does, instead of 120 row copies (15 a math warp); each warpgroup

@@ -16,11 +16,11 @@ SWITCHES = {"order": "WS_ORDER_ROWS", "qo_policy": "WS_QO_EVICT_FIRST"}
 
 
 def test_switch_defaults():
-    # ORDER=rows the default since session 15 (blocks under the tail split, whose pieces are head-block-major);
-    # QO_POLICY=first opt-in
+    # both the defaults since session 15: ORDER=rows (blocks under the tail split, whose pieces are head-block-major),
+    # QO_POLICY=first (normal under Q's copies: the hint rides Q's TMA copies)
     assert attn.ORDERS == ("blocks", "rows") and attn.ORDER == "rows" and attn.DEFINES["WS_ORDER_ROWS"] == 1
-    assert attn.QO_POLICIES == ("normal", "first") and attn.QO_POLICY == "normal"
-    assert attn.DEFINES["WS_QO_EVICT_FIRST"] == 0
+    assert attn.QO_POLICIES == ("normal", "first") and attn.QO_POLICY == "first"
+    assert attn.DEFINES["WS_QO_EVICT_FIRST"] == 1
 
 
 def item_of(item, batch, head_blocks, rows):
@@ -125,8 +125,8 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
-    if attn.WS_QO_EVICT_FIRST or not attn.WS_Q_TMA or attn.WS_TAIL_SPLIT:
-        pytest.skip("compares the switch's two builds: run without DSV4_ATTENTION_QO_POLICY, Q, TAIL")
+    if not attn.WS_Q_TMA or attn.WS_TAIL_SPLIT:
+        pytest.skip("compares the switch's two builds: run without DSV4_ATTENTION_Q, TAIL")
     if shape.startswith("prefill"):
         heads = 128 if shape.endswith("h128") else 64
         x = inputs.attention_case(heads=heads, seed=14 + heads, device="cuda", prefill=(8192 - 600, 600), ratio=4,

@@ -15,9 +15,9 @@ attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (t
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
 
 
-def test_p_store_is_opt_in():
+def test_p_store_defaults_to_stmatrix():  # since session 15
     assert attn.P_STORES == ("sts", "stmatrix")
-    assert attn.P_STORE == "sts" and attn.DEFINES["WS_P_STMATRIX"] == 0
+    assert attn.P_STORE == "stmatrix" and attn.DEFINES["WS_P_STMATRIX"] == 1
 
 
 def test_stmatrix_address_text_is_the_kernels():
@@ -81,7 +81,7 @@ def test_stmatrix_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypa
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", ["split", "persistent", "h128", "short"])
 def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
-    # the same call with the ws kernels built under WS_P_STMATRIX and with the process's own build: out and lse bit for
+    # the same call with the ws kernels built with the sts stores and under WS_P_STMATRIX: out and lse bit for
     # bit (the same P words at the same bytes). split: 64 rows of 64 heads, 2 splits in clusters (the one-item body);
     # persistent: 300 rows of 64 heads (the persistent body, 3 items on some CTAs); h128: 64 rows of 128 heads, K 1152;
     # short: 140 rows, K 640 (top-k 512 + window 128), most lists short (-1 padded, masked columns, pairs with one
@@ -91,8 +91,6 @@ def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
                           attn._shared_optin(0), True) != "ws":
         pytest.skip("the ws kernel runs on Hopper only")
-    if attn.P_STORE != "sts":
-        pytest.skip("compares the sts build with stmatrix: run without DSV4_ATTENTION_P_STORE set")
     batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1152),
                           "short": (140, 64, 512)}[shape]
     positions = [20000 + 37 * i for i in range(batch)]
@@ -106,6 +104,6 @@ def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         torch.cuda.synchronize()
         return out, lse
 
-    default, stm = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {"WS_P_STMATRIX": 1}], run)
+    default, stm = rebuilt_runs(monkeypatch, attn.DEFINES, [{"WS_P_STMATRIX": 0}, {"WS_P_STMATRIX": 1}], run)
     assert torch.equal(stm[0], default[0]) and torch.equal(stm[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()
