@@ -25,6 +25,20 @@ def rebuilt_runs(monkeypatch, defines, settings, run):
     return outs
 
 
+def tail_split(monkeypatch, attn):
+    """The persistent ws grid's tail split (DSV4_ATTENTION_TAIL=split, where the grid is persistent) for this test:
+    the wrapper's flags and the DEFINES, with the items head-block-major (ORDER=blocks: the split's pieces take no
+    other order, the kernel's static_assert), and the loader's caches cleared."""
+    on = bool(attn.WS_PERSISTENT)
+    monkeypatch.setattr(attn, "WS_TAIL", "split" if on else "none")
+    monkeypatch.setattr(attn, "WS_TAIL_SPLIT", on)
+    monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", int(on))
+    if on:
+        monkeypatch.setattr(attn, "WS_ORDER_ROWS", False)
+        monkeypatch.setitem(attn.DEFINES, "WS_ORDER_ROWS", 0)
+    clear_loader_caches()
+
+
 def ws_budget(monkeypatch, settings):
     """NVRTC (no GPU) of sparse_attention.cu's four ws instantiations with `settings` set in its DEFINES: asserts no
     wgmma serialised (C7510-C7516, C7518), at most 168 registers and, under NVRTC 13.0 (the GPU image's compiler;
@@ -38,6 +52,8 @@ def ws_budget(monkeypatch, settings):
 
     from kernels_cuda import _loader, build
     attn = importlib.import_module("kernels_cuda.sparse_attention")
+    if settings.get("WS_TAIL_SPLIT"):
+        settings = {"WS_ORDER_ROWS": 0, **settings}  # the tail split's pieces are head-block-major (tail_split)
     for key, value in settings.items():
         monkeypatch.setitem(attn.DEFINES, key, value)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]

@@ -13,6 +13,7 @@ import pytest
 
 from harness import contract
 from kernels_cuda import _loader
+from tests.rebuilds import tail_split
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -157,7 +158,8 @@ def test_q_tma_fits_the_ws_budget_without_spills_or_serialised_wgmma(monkeypatch
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     _q_load(monkeypatch)
-    monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", tail)
+    if tail:
+        tail_split(monkeypatch, attn)
     monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_AHEAD", ahead)
     monkeypatch.setitem(attn.DEFINES, "WS_PRODUCER_LEAN", 0)  # ahead is a form of the loads producer
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
@@ -190,11 +192,7 @@ def test_q_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     positions[1], positions[2], positions[5] = 3, 700, 2500
     x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
     if shape == "tail":
-        monkeypatch.setattr(attn, "WS_TAIL", "split")
-        monkeypatch.setattr(attn, "WS_TAIL_SPLIT", attn.WS_PERSISTENT)
-        monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", int(attn.WS_PERSISTENT))
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+        tail_split(monkeypatch, attn)
 
     def run():
         out, lse = x.call(attn.sparse_attention)

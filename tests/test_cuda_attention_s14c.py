@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.rebuilds import ws_budget
+from tests.rebuilds import tail_split, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -297,11 +297,7 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
 
     from kernels_cuda import _loader
     if kind == "tail":
-        monkeypatch.setattr(attn, "WS_TAIL", "split")
-        monkeypatch.setattr(attn, "WS_TAIL_SPLIT", attn.WS_PERSISTENT)
-        monkeypatch.setitem(attn.DEFINES, "WS_TAIL_SPLIT", int(attn.WS_PERSISTENT))
-        for cache in (_loader._module, _loader._function):
-            cache.cache_clear()
+        tail_split(monkeypatch, attn)
     try:
         _ws_out(monkeypatch, False)
         default = run()
