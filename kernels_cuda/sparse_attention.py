@@ -105,10 +105,10 @@ WS_MATH_SPLIT = MATH == "split"
 # blocks + head block, FlashMLA's CTA order), so at H 128 a row's two head blocks run at once on neighbouring CTAs and
 # the second gathers rows the first has just brought to L2; the default since session 15's call 2 (prefill H128 under
 # WS_OUT=tma 2022.6 -> 1987.4 us in call 1). blocks: head-block-major (item = head block x batch + row), the default
-# under the tail split (its pieces are the last rows of the last head block). Only which CTA takes which item changes:
-# the same bits
+# under the tail split (its pieces are the last rows of the last head block) and under PRODUCER=prefetch (with rows
+# its persistent kernels spill 16 B under NVRTC 13.0). Only which CTA takes which item changes: the same bits
 ORDERS = ("blocks", "rows")
-ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks" if WS_TAIL_SPLIT else "rows")
+ORDER = env_choice("DSV4_ATTENTION_ORDER", ORDERS, "blocks" if WS_TAIL_SPLIT or PRODUCER == "prefetch" else "rows")
 if ORDER == "rows" and WS_TAIL_SPLIT:
     raise ValueError("DSV4_ATTENTION_ORDER=rows: not with DSV4_ATTENTION_TAIL (its pieces are head-block-major)")
 WS_ORDER_ROWS = ORDER == "rows"

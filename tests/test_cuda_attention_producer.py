@@ -155,6 +155,8 @@ def test_the_ahead_producer_fits_the_ws_budget_without_spills(monkeypatch, prefe
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_LEAN", 0)  # ahead is a form of the loads producer
     monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
+    if prefetch:  # the order prefetch takes by default (under ORDER=rows its persistent kernels spill 16 B)
+        monkeypatch.setitem(A.DEFINES, "WS_ORDER_ROWS", 0)
     exprs = [e for e in _loader.KERNELS["sparse_attention.cu"] if e.startswith("dsv4_sparse_attention_ws<")]
     assert len(exprs) == 4
     monkeypatch.setitem(_loader.KERNELS, "sparse_attention.cu", exprs)

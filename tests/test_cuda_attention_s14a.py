@@ -4,6 +4,7 @@ out's bulk stores evict_first in L2). CPU: a model of which items run together u
 that maps an item; NVRTC (slow): the budget; GPU: the default's bits under each switch."""
 
 import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -21,6 +22,20 @@ def test_switch_defaults():
     assert attn.ORDERS == ("blocks", "rows") and attn.ORDER == "rows" and attn.DEFINES["WS_ORDER_ROWS"] == 1
     assert attn.QO_POLICIES == ("normal", "first") and attn.QO_POLICY == "first"
     assert attn.DEFINES["WS_QO_EVICT_FIRST"] == 1
+
+
+@pytest.mark.parametrize("env,order", [({"DSV4_ATTENTION_TAIL": "split"}, "blocks"),
+                                       ({"DSV4_ATTENTION_PRODUCER": "prefetch"}, "blocks"),
+                                       ({"DSV4_ATTENTION_PRODUCER": "ahead"}, "rows")])
+def test_order_defaults_to_blocks_where_rows_does_not_build_clean(monkeypatch, env, order):
+    # the tail split's pieces are head-block-major (static_assert); the prefetch producer spills under rows
+    monkeypatch.delenv("DSV4_ATTENTION_ORDER", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location("_s14a_probe", attn.__file__)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    assert probe.ORDER == order and probe.DEFINES["WS_ORDER_ROWS"] == (order == "rows")
 
 
 def item_of(item, batch, head_blocks, rows):
