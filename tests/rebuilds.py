@@ -1,12 +1,45 @@
 """Helpers for tests that build a kernel source under other compile-time DEFINES than the process's: a GPU run of
-each build (bitwise comparisons of two forms), and the ws attention kernels' register budget under NVRTC (no GPU)."""
+each build (bitwise comparisons of two forms, with the ws attention kernel's skip, decode rows and synchronised call),
+and the ws attention kernels' register budget under NVRTC (no GPU)."""
 
 
 def clear_loader_caches():
-    """Forget the loader's modules and functions, so the next launch compiles (or loads the cache) anew."""
+    """Forget the loader's modules, functions and parsed signatures, so the next launch compiles (or loads the cache)
+    anew under the DEFINES and SIGNATURES set now."""
     from kernels_cuda import _loader
     _loader._module.cache_clear()
     _loader._function.cache_clear()
+    _loader.signature.cache_clear()
+
+
+def skip_unless_ws(attn):
+    """Skip the test unless this GPU runs the sparse_attention module `attn` on its ws kernel (Hopper)."""
+    import pytest
+    import torch
+    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
+                          attn._shared_optin(0), True) != "ws":
+        pytest.skip("the ws kernel runs on Hopper only")
+
+
+def decode_positions(batch):
+    """Decode rows at positions 20000 + 37 i, rows 1, 2 and 5 (where the batch has them) at 3, 700 and 2500: their
+    lists shorter than K (-1 padded; pairs and splits past the list)."""
+    positions = [20000 + 37 * i for i in range(batch)]
+    for row, position in ((1, 3), (2, 700), (5, 2500)):
+        if row < batch:
+            positions[row] = position
+    return positions
+
+
+def synced_call(op, x):
+    """A run() for rebuilt_runs: x's call of `op` (out, lse), the device synchronised."""
+    import torch
+
+    def run():
+        out, lse = x.call(op)
+        torch.cuda.synchronize()
+        return out, lse
+    return run
 
 
 def rebuilt_runs(monkeypatch, defines, settings, run):

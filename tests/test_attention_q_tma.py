@@ -13,7 +13,7 @@ import pytest
 
 from harness import contract
 from kernels_cuda import _loader
-from tests.rebuilds import tail_split
+from tests.rebuilds import clear_loader_caches, decode_positions, skip_unless_ws, synced_call, tail_split
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -136,7 +136,6 @@ def _q_load(monkeypatch, tma=True):
     """WS_Q_TMA on (tma) or off for this test: the define, the ws signature with or without its tmap, and the
     wrapper's flag (the loader's compiled-module and signature caches cleared, so that build and signature are
     used). Out's TMA stores (WS_OUT_TMA) take Q's map type: off with Q's copies, else the process's setting."""
-    from kernels_cuda import _loader
     maps = ("tmap q_map", "tmap out_map")
     plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a not in maps)
     out_tma = tma and WS_OUT_TMA
@@ -145,8 +144,7 @@ def _q_load(monkeypatch, tma=True):
     monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, *maps[:tma + out_tma]))
     monkeypatch.setattr(attn, "WS_Q_TMA", tma)
     monkeypatch.setattr(attn, "WS_OUT_TMA", out_tma)
-    for cache in (_loader._module, _loader._function, _loader.signature):
-        cache.cache_clear()
+    clear_loader_caches()
 
 
 @pytest.mark.slow
@@ -182,23 +180,15 @@ def test_q_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # tail: persistent with the tail split (its pieces' Q rows). Short rows (-1 padded lists) and a sink in each
     import torch
     from harness import inputs
-    from kernels_cuda import _loader
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
     batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1024),
                           "tail": (300, 64, 512)}[shape]
-    positions = [20000 + 37 * i for i in range(batch)]
-    positions[1], positions[2], positions[5] = 3, 700, 2500
+    positions = decode_positions(batch)
     x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
     if shape == "tail":
         tail_split(monkeypatch, attn)
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
+    run = synced_call(attn.sparse_attention, x)
     try:
         _q_load(monkeypatch, tma=False)
         default = run()
@@ -206,7 +196,6 @@ def test_q_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         tma = run()
     finally:
         monkeypatch.undo()
-        for cache in (_loader._module, _loader._function, _loader.signature):
-            cache.cache_clear()
+        clear_loader_caches()
     assert torch.equal(tma[0], default[0]) and torch.equal(tma[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

@@ -6,6 +6,8 @@ import importlib
 
 import pytest
 
+from tests.rebuilds import decode_positions, rebuilt_runs, skip_unless_ws, synced_call
+
 A = importlib.import_module("kernels_cuda.sparse_attention")
 FILL_ORDER = ("K0L", "K1R", "K0R", "K1L")  # a pair's four half-buffer fills, each after its free wait
 
@@ -178,31 +180,12 @@ def test_the_ahead_producer_writes_the_defaults_bits_on_the_gpu(monkeypatch, sha
     # lists, a split or pair past the list) and a sink in each
     import torch
     from harness import inputs
-    from kernels_cuda import _loader
-    if A.choose_kernel(A.KERNEL, torch.cuda.get_device_capability(), 64, 64, A._sm_count(0), A._shared_optin(0),
-                       True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(A)
     batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1024)}[shape]
-    positions = [20000 + 37 * i for i in range(batch)]
-    positions[1], positions[2], positions[5] = 3, 700, 2500  # short lists: -1 padded, pairs and splits past them
-    x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
-
-    def run():
-        out, lse = x.call(A.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
-    default = run()
-    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_AHEAD", 1)
-    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_LEAN", 0)  # ahead is a form of the loads producer
-    monkeypatch.setitem(A.DEFINES, "WS_PRODUCER_PREFETCH", prefetch)
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
-    try:
-        ahead = run()
-    finally:
-        monkeypatch.undo()
-        _loader._module.cache_clear()
-        _loader._function.cache_clear()
+    x = inputs.attention_inputs(positions=decode_positions(batch), heads=heads, topk=topk, seed=batch + heads,
+                                device="cuda")
+    # ahead is a form of the loads producer (lean off)
+    ahead_defines = {"WS_PRODUCER_AHEAD": 1, "WS_PRODUCER_LEAN": 0, "WS_PRODUCER_PREFETCH": prefetch}
+    default, ahead = rebuilt_runs(monkeypatch, A.DEFINES, [{}, ahead_defines], synced_call(A.sparse_attention, x))
     assert torch.equal(ahead[0], default[0]) and torch.equal(ahead[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

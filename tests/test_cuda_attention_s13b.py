@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.rebuilds import rebuilt_runs, ws_budget
+from tests.rebuilds import decode_positions, rebuilt_runs, skip_unless_ws, synced_call, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -129,21 +129,14 @@ def test_split_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # 64 rows of 128 heads, K 1152. Short rows (-1 padded lists, masked columns) and a sink in each
     import torch
     from harness import inputs
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
     if attn.WS_MATH_SPLIT or not attn.WS_SOFTMAX_FFMA:
         pytest.skip("compares the base build with split: run without DSV4_ATTENTION_MATH / WS_SOFTMAX set")
     batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1152)}[shape]
-    positions = [20000 + 37 * i for i in range(batch)]
-    positions[1], positions[2], positions[5] = 3, 700, 2500
+    positions = decode_positions(batch)
     x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
+    run = synced_call(attn.sparse_attention, x)
     default, split = rebuilt_runs(monkeypatch, attn.DEFINES, [{}, {"WS_MATH_SPLIT": 1}], run)
     assert torch.equal(split[0], default[0]) and torch.equal(split[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.rebuilds import rebuilt_runs, ws_budget
+from tests.rebuilds import decode_positions, rebuilt_runs, skip_unless_ws, synced_call, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -137,9 +137,7 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
     # lists), fully invalid rows and a sink in each
     import torch
     from harness import inputs
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
     if not attn.WS_Q_TMA or attn.WS_TAIL_SPLIT:
         pytest.skip("compares the switch's two builds: run without DSV4_ATTENTION_Q, TAIL")
     if shape.startswith("prefill"):
@@ -151,17 +149,12 @@ def test_switch_writes_the_defaults_bits_on_the_gpu(monkeypatch, switch, shape):
     else:
         batch, heads, topk = {"persistent-h128": (300, 128, 1152), "split": (64, 64, 512),
                               "h128-b64": (64, 128, 1152)}[shape]
-        positions = [20000 + 37 * i for i in range(batch)]
-        positions[1], positions[2], positions[5] = 3, 700, 2500
-        x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads, device="cuda")
+        x = inputs.attention_inputs(positions=decode_positions(batch), heads=heads, topk=topk, seed=batch + heads,
+                                    device="cuda")
         x.args[2][7] = -1
         x.args[2][9, 33:] = -1
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
+    run = synced_call(attn.sparse_attention, x)
     default, switched = rebuilt_runs(monkeypatch, attn.DEFINES, [{SWITCHES[switch]: 0}, {SWITCHES[switch]: 1}], run)
     assert torch.equal(switched[0], default[0]) and torch.equal(switched[1], default[1])
     assert torch.isfinite(default[0].float()).all()

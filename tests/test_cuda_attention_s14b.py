@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.rebuilds import rebuilt_runs, ws_budget
+from tests.rebuilds import decode_positions, rebuilt_runs, skip_unless_ws, synced_call, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -88,22 +88,15 @@ def test_stmatrix_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # block). A sink in each
     import torch
     from harness import inputs
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
     batch, heads, topk = {"split": (64, 64, 512), "persistent": (300, 64, 512), "h128": (64, 128, 1152),
                           "short": (140, 64, 512)}[shape]
-    positions = [20000 + 37 * i for i in range(batch)]
-    positions[1], positions[2], positions[5] = 3, 700, 2500
+    positions = decode_positions(batch)
     if shape == "short":
         positions = [1 + 9 * i for i in range(batch)]  # rows of 1 .. 1252 positions: most lists shorter than K
     x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads + 14, device="cuda")
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
+    run = synced_call(attn.sparse_attention, x)
     default, stm = rebuilt_runs(monkeypatch, attn.DEFINES, [{"WS_P_STMATRIX": 0}, {"WS_P_STMATRIX": 1}], run)
     assert torch.equal(stm[0], default[0]) and torch.equal(stm[1], default[1])
     assert torch.isfinite(default[0].float()).all() and torch.isfinite(default[1]).all()

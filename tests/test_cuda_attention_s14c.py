@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.rebuilds import tail_split, ws_budget
+from tests.rebuilds import clear_loader_caches, decode_positions, skip_unless_ws, synced_call, tail_split, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -153,25 +153,21 @@ def test_ws_out_tma_needs_q_by_tma(monkeypatch):
 def _ws_out(monkeypatch, tma):
     """WS_OUT_TMA on or off for this test: the define, the ws signature with or without out's tmap, and the wrapper's
     flag (the loader's compiled-module and signature caches cleared)."""
-    from kernels_cuda import _loader
     plain = tuple(a for a in attn.SIGNATURES["dsv4_sparse_attention_ws"] if a != "tmap out_map")
     monkeypatch.setitem(attn.DEFINES, "WS_OUT_TMA", int(tma))
     monkeypatch.setitem(attn.SIGNATURES, "dsv4_sparse_attention_ws", (*plain, "tmap out_map") if tma else plain)
     monkeypatch.setattr(attn, "WS_OUT_TMA", tma)
-    for cache in (_loader._module, _loader._function, _loader.signature):
-        cache.cache_clear()
+    clear_loader_caches()
 
 
 @pytest.fixture
 def ws_out_tma(monkeypatch):
     """_ws_out on for the test; after it, everything undone and the loader's caches cleared again (they would otherwise
     hand later tests the out_map signature and the WS_OUT_TMA build)."""
-    from kernels_cuda import _loader
     _ws_out(monkeypatch, True)
     yield
     monkeypatch.undo()
-    for cache in (_loader._module, _loader._function, _loader.signature):
-        cache.cache_clear()
+    clear_loader_caches()
 
 
 Q_TENSOR_MAP = attn.q_tensor_map  # the wrapper's (at import, before conftest's per-test stand-in)
@@ -274,15 +270,14 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     # and every 7th row's list all -1 (out 0, or the sink's share; lse -inf)
     import torch
     from harness import inputs
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws" or not attn.WS_PERSISTENT:
-        pytest.skip("the persistent ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
+    if not attn.WS_PERSISTENT:
+        pytest.skip("the persistent ws kernel: run without DSV4_ATTENTION_PERSISTENT=0")
     if not attn.WS_Q_TMA:
         pytest.skip("compares the bulk build with tma: run with Q by TMA")
     batch, heads, topk, kind, sink = GPU_SHAPES[shape]
     if kind in ("long", "tail"):
-        positions = [20000 + 37 * i for i in range(batch)]
-        positions[1], positions[2], positions[5] = 3, 700, 2500
+        positions = decode_positions(batch)
     else:
         positions = [1 + 9 * i for i in range(batch)]
     x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads + 140, device="cuda",
@@ -290,12 +285,7 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     if kind == "short":
         x.args[2][::7] = -1  # fully invalid rows
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
-    from kernels_cuda import _loader
+    run = synced_call(attn.sparse_attention, x)
     if kind == "tail":
         tail_split(monkeypatch, attn)
     try:
@@ -306,8 +296,7 @@ def test_ws_out_tma_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
         tma_again = run()  # a second call: out's map from the cache (a fresh out, maybe at another address)
     finally:
         monkeypatch.undo()
-        for cache in (_loader._module, _loader._function, _loader.signature):
-            cache.cache_clear()
+        clear_loader_caches()
     assert torch.equal(tma[0], default[0]) and torch.equal(tma[1], default[1])
     assert torch.equal(tma_again[0], default[0]) and torch.equal(tma_again[1], default[1])
     assert torch.isfinite(default[0].float()).all()

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tests.rebuilds import rebuilt_runs, ws_budget
+from tests.rebuilds import decode_positions, rebuilt_runs, skip_unless_ws, synced_call, ws_budget
 
 attn = importlib.import_module("kernels_cuda.sparse_attention")  # the module (the package exports the op by that name)
 CU = (Path(__file__).parent.parent / "kernels_cuda" / "sparse_attention.cu").read_text()
@@ -160,9 +160,7 @@ def test_lean_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     import torch
 
     from harness import inputs
-    if attn.choose_kernel(attn.KERNEL, torch.cuda.get_device_capability(), 64, 64, attn._sm_count(0),
-                          attn._shared_optin(0), True) != "ws":
-        pytest.skip("the ws kernel runs on Hopper only")
+    skip_unless_ws(attn)
     if attn.PRODUCER not in ("loads", "lean"):
         pytest.skip("compares the loads producer with lean: run without DSV4_ATTENTION_PRODUCER=ahead / prefetch")
     if shape.startswith("prefill"):
@@ -174,11 +172,7 @@ def test_lean_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
     else:
         batch, heads, topk = {"persistent-h128": (300, 128, 1024), "split": (64, 64, 512),
                               "h128-b64": (64, 128, 1024), "b4": (4, 64, 512)}[shape]
-        positions = [20000 + 37 * i for i in range(batch)]
-        positions[1], positions[2] = 3, 700
-        if batch > 5:
-            positions[5] = 2500
-        x = inputs.attention_inputs(positions=positions, heads=heads, topk=topk, seed=batch + heads + 14,
+        x = inputs.attention_inputs(positions=decode_positions(batch), heads=heads, topk=topk, seed=batch + heads + 14,
                                     device="cuda", pool_pad=(1, 2), garbage=True)
         x.args[2][0] = -1
         if batch > 9:
@@ -186,11 +180,7 @@ def test_lean_writes_the_defaults_bits_on_the_gpu(monkeypatch, shape):
             x.args[2][9, 33:] = -1
         inputs.poison_unnamed_rows(x.args[1], x.args[2].cpu(), inputs.generator(5))
 
-    def run():
-        out, lse = x.call(attn.sparse_attention)
-        torch.cuda.synchronize()
-        return out, lse
-
+    run = synced_call(attn.sparse_attention, x)
     # the loads producer (whichever is the default) against lean
     default, lean = rebuilt_runs(monkeypatch, attn.DEFINES, [{"WS_PRODUCER_LEAN": 0}, {"WS_PRODUCER_LEAN": 1}], run)
     assert torch.equal(lean[0], default[0]) and torch.equal(lean[1], default[1])

@@ -138,24 +138,12 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
     import torch
     sms, clusters = T._device(torch.cuda.current_device())
     batch = 64
-    generator = torch.Generator(device="cuda").manual_seed(columns + k + page_size)
-    logits = torch.randn(batch, columns, generator=generator, device="cuda")
-    logits[1] = torch.round(logits[1] * 40) / 40
-    logits[3] = -float("inf")
-    logits[3, :450] = torch.randn(450, generator=generator, device="cuda")
     lens = ([columns, columns - 5, columns // 2 + 3, 550 if k == 512 else 1100, k, columns - 1000]
             + [columns] * batch)[:batch]
-    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    pages = -(-columns // page_size)
-    page_table = torch.stack([torch.randperm(pages, generator=generator, device="cuda") for _ in range(batch)]).int()
+    logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + k + page_size, lens)
     (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
     assert launched.startswith("dsv4_topk_indices_fast<"), launched
-
-    def run():
-        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
-        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
-        return out
-
+    run = _checked_rerun(logits, seq_lens, page_table, k, page_size)
     # session 11's cuts (63), the reference here, against 255, 127 and 191
     default, *cut = rebuilt_runs(monkeypatch, T.DEFINES, [{"FAST_CUTS": c} for c in (63, 255, 127, 191)], run)
     for cuts, out in zip((255, 127, 191), cut):
@@ -227,6 +215,17 @@ def _random_rows(batch, columns, page_size, seed, lens):
     return logits, seq_lens, page_table
 
 
+def _checked_rerun(logits, seq_lens, page_table, k, page_size):
+    """A run() for rebuilt_runs: the call's out, its rerun asserted bitwise equal."""
+    import torch
+
+    def run():
+        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
+        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
+        return out
+    return run
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch,columns", [(256, 16384), (256, 8192), (300, 4096)])
 @pytest.mark.parametrize("page_size", [64, 16, 8])
@@ -244,12 +243,7 @@ def test_the_half_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, bat
     logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + k + page_size, lens)
     (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
     assert launched.startswith("dsv4_topk_indices_half<"), launched
-
-    def run():
-        out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
-        assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
-        return out
-
+    run = _checked_rerun(logits, seq_lens, page_table, k, page_size)
     default, cut = rebuilt_runs(monkeypatch, T.DEFINES, [{"HALF_CUTS": 0}, {"HALF_CUTS": HALF_TABLE_SHARED}], run)
     assert torch.equal(cut, default)
 
@@ -268,12 +262,7 @@ def test_fast1_without_the_table_cut_writes_the_defaults_bits_on_the_gpu(monkeyp
                         "64x16384": (16384, 512, [16384, 16379, 8195, 257, 512, 15384, 513, 37] + [16384] * 56)}[shape]
     for page_size in (64, 8):
         logits, seq_lens, page_table = _random_rows(batch, columns, page_size, columns + page_size, lens)
-
-        def run():
-            out = T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size)
-            assert torch.equal(T.topk_indices(logits, seq_lens, page_table, k=k, page_size=page_size), out)
-            return out
-
+        run = _checked_rerun(logits, seq_lens, page_table, k, page_size)
         settings = [{"FAST_CUTS": 255}, {"FAST_CUTS": 255 | TABLE_SHARED_NOT_1}]
         default, cut = rebuilt_runs(monkeypatch, T.DEFINES, settings, run)
         assert torch.equal(cut, default), page_size
