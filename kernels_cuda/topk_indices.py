@@ -624,10 +624,37 @@ def mixed_plan(lens, k, sms, clusters, choice=None, active=None, env=os.environ)
         return None  # long_plan's batch
     if chunk_columns(max(lens), MIXED_CLUSTER) > MIXED_CHUNK:
         return None
-    rows = work_list(lens, MIXED_CLUSTER, MIXED_CHUNK, k, True)
+    rows = fill_spares(work_list(lens, MIXED_CLUSTER, MIXED_CHUNK, k, True), lens, k)
     if len(rows) * MIXED_CLUSTER > MIXED_CTAS_PER_SM * sms or (active is not None and len(rows) > active):
         return None
     return choice, launch, len(rows), rows
+
+
+def fill_spares(rows, lens, k):
+    """A work list with its last places of rows alone (solo rows and copies) moved into the other places' spare CTAs
+    (-1) while they fit there, shortest first: one place fewer each. A solo row's CTA takes no cluster barrier (it
+    exits when done, and a barrier waits for the cluster's CTAs that have not exited), nor does a copy; the shortest
+    ones exit before a multi-CTA row beside them reaches its first barrier. Multi-CTA rows keep their aligned slots
+    (the spares follow them). The H200 holds 14 active 16-CTA clusters of MIXED_KERNEL (cuOccupancyMaxActiveClusters,
+    session 16), the mixed bench batch's work list 15 places, 220 of whose 240 CTAs work."""
+    counts = {}
+    for place in rows:
+        for b in place:
+            counts[b] = counts.get(b, 0) + 1
+    rows = [list(place) for place in rows]
+    while len(rows) > 1:
+        alone = [i for i, place in enumerate(rows) if all(b < 0 or counts[b] == 1 for b in place)]
+        if not alone:
+            break
+        last = min(alone, key=lambda i: (sum(b >= 0 for b in rows[i]), -i))  # the fewest rows, the latest place
+        moving = sorted((b for b in rows[last] if b >= 0), key=lambda b: (lens[b], b))
+        spares = [(i, j) for i, place in enumerate(rows) if i != last for j, b in enumerate(place) if b < 0]
+        if len(spares) < len(moving):
+            break
+        for b, (i, j) in zip(moving, spares):
+            rows[i][j] = b
+        del rows[last]
+    return rows
 
 
 def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):

@@ -51,9 +51,10 @@ def test_the_mixed_bench_batch_halves_every_long_chain(k):
             assert 16384 <= half <= 17420 and 32768 <= default <= 34840 and 1.88 < default / half <= 2.0, n
         else:
             assert n <= T.MIXED_CHUNK
-    # 6 places of one 262144 row, 3 of two 131K rows, 2 of 66K rows (4 a place), 1 of six 2-CTA rows, 3 of solo
-    # rows and copies: 240 CTAs, one round at two CTAs an SM (the H200's 264 slots)
-    assert places == len(rows) == 15 and places * T.MIXED_CLUSTER <= T.MIXED_CTAS_PER_SM * H200[0]
+    # 6 places of one 262144 row, 3 of two 131K rows, 2 of 66K rows (4 a place), 1 of six 2-CTA rows, 2 of solo
+    # rows and copies, the last 8 of these in the spares of the 2-CTA and 66K places (fill_spares): 224 CTAs, one
+    # round at two CTAs an SM (the H200's 264 slots) and within the 14 16-CTA clusters the H200 holds at once
+    assert places == len(rows) == 14 and places * T.MIXED_CLUSTER <= T.MIXED_CTAS_PER_SM * H200[0]
     # the device's routing of each CTA (topk_row_wide16<16>: row_ctas<16>, base = cluster rank & ~(c - 1)) finds
     # its row's c entries consecutive and aligned in its place, in row order
     for place in rows:
@@ -64,6 +65,31 @@ def test_the_mixed_bench_batch_halves_every_long_chain(k):
             c = max(1, T.wide_row_ctas(MIXED[b], k, T.MIXED_CHUNK, T.MIXED_CLUSTER))
             base = rank & ~(c - 1)
             assert place[base:base + c] == [b] * c, (place, rank)
+
+
+def test_fill_spares_moves_the_shortest_lone_rows_into_spare_ctas():
+    k = 512
+    rows = T.work_list(MIXED, T.MIXED_CLUSTER, T.MIXED_CHUNK, k, True)
+    filled = T.fill_spares(rows, MIXED, k)
+    assert len(rows) == 15 and len(filled) == 14
+    assert ctas_of_rows(filled) == ctas_of_rows(rows)  # every row, its CTAs unchanged
+    alone = [b for b, c in ctas_of_rows(rows).items() if c == 1]
+    moved = [b for place in filled for b in place if b in alone and any(ctas_of_rows([place])[o] > 1 for o in place
+                                                                        if o >= 0)]
+    # the 8 shortest rows alone (512-1992 columns) sit after the aligned 2-CTA and 4-CTA rows
+    assert sorted(MIXED[b] for b in moved) == sorted(MIXED[b] for b in alone)[:8]
+    assert max(MIXED[b] for b in moved) < 2000
+    for place in filled:  # multi-CTA rows keep their consecutive aligned slots
+        ctas = ctas_of_rows([place])
+        for rank, b in enumerate(place):
+            if b >= 0 and ctas[b] > 1:
+                assert place[rank & ~(ctas[b] - 1):(rank & ~(ctas[b] - 1)) + ctas[b]] == [b] * ctas[b]
+    # nothing to move into: as it was; too few spares: as it was
+    full = [[0] * 16, [1] * 16]
+    assert T.fill_spares(full, [262144, 262144], k) == full
+    few = [[0] * 8 + [1] * 8, [2, 3, 4] + [-1] * 13]
+    assert T.fill_spares(few, [131072, 131072, 600, 700, 800], k) == few
+    assert T.fill_spares([[0, 1] + [-1] * 14, [2] + [-1] * 15], [900, 800, 700], k) == [[0, 1, 2] + [-1] * 13]
 
 
 def test_two_ctas_fit_an_sm():
@@ -89,8 +115,8 @@ def test_the_plan_declines_what_it_is_not_for():
     # more places than one round of 16-CTA clusters at two CTAs an SM (544 CTAs), or than the device holds
     many = [262144] + [131072] * 16 + [30000] * 200
     assert T.mixed_plan(many, 512, *H200, **half) is None
-    assert T.mixed_plan(MIXED, 512, *H200, active=14, **half) is None
-    assert T.mixed_plan(MIXED, 512, *H200, active=15, **half) is not None
+    assert T.mixed_plan(MIXED, 512, *H200, active=13, **half) is None
+    assert T.mixed_plan(MIXED, 512, *H200, active=14, **half) is not None
     # the default's launch only (another groups' bound, the direct sum, no groups)
     for env in ({"DSV4_TOPK_GROUPS_BOUND": "20480"}, {"DSV4_TOPK_SUM": "direct"}, {"DSV4_TOPK_GROUPS": "0"}):
         assert T.mixed_plan(MIXED, 512, *H200, env=env, **half) is None, env
@@ -116,7 +142,7 @@ def test_a_planned_call_swaps_only_the_launch_its_plan_was_made_for():
                             dtype=torch.int32).reshape(-1)
         plan = _Plan((choice, launch, places, work))
         (kernel, grid, shared, pdl, extra), = T._mixed_planned(runs, plan, True, H200[0], cpu, "plan")
-        assert (kernel, grid, shared, pdl) == (T.MIXED_KERNEL, (16, 15), 36864, True)
+        assert (kernel, grid, shared, pdl) == (T.MIXED_KERNEL, (16, 14), 36864, True)
         assert extra[:3] == (-1, T.MIXED_CHUNK, T.WIDE_FOLD | T.WIDE_GROUPS | prefetch) and extra[3] is work
         assert len(T.SIGNATURES["dsv4_topk_indices_wide16"]) == 8 + len(extra)
         # then _planned leaves it (its (cluster, solo bound) is not the wide<8> work list's)
