@@ -1670,21 +1670,6 @@ static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
 // DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): a row selected alone in wide<4> / wide<8> maps
 // its write-out through its page-table entries staged in shared memory during the load (see wide_select)
 static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
-// DSV4_TOPK_WIDE_STAGES (read at import; default 2; docs/topk-s16a.md): wide_select's chunk in this many commit
-// groups, each converted and counted as it lands, so only the last one's work follows the last byte
-static_assert(WIDE_STAGES >= 2 && WIDE_STAGES <= 8, "WIDE_STAGES is 2 .. 8");
-
-// The staged chunk's groups from the first (LEFT = stages - 1 still in flight behind it) to the last: wait for this
-// thread's copies of the group, then convert and count them
-template <int LEFT>
-__device__ __forceinline__ void stages_in_place(uint4* keys4, int vectors, int stage, int* hist) {
-    constexpr int STAGES = WIDE_STAGES;
-    const int g = STAGES - 1 - LEFT;
-    cp_async_wait<LEFT>();
-    const int end = min(vectors, (g + 1) * stage);
-    for (int v = g * stage + (int)threadIdx.x; v < end; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, hist);
-    if constexpr (LEFT > 0) stages_in_place<LEFT - 1>(keys4, vectors, stage, hist);
-}
 
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
@@ -2049,22 +2034,10 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         const int half = (vectors + 1) >> 1;
         const float4* src4 = reinterpret_cast<const float4*>(src + head);
         uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
-        // WIDE_STAGES commit groups of consecutive vectors (a thread waits for, and converts, only its own copies:
-        // no barrier between the stages); 2 (the default) as the two halves below
-        const int stage = WIDE_STAGES == 2 ? half : (vectors + WIDE_STAGES - 1) / WIDE_STAGES;
-        if constexpr (WIDE_STAGES == 2) {
-            for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-            cp_async_commit();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-            cp_async_commit();
-        } else {
-#pragma unroll
-            for (int g = 0; g < WIDE_STAGES; ++g) {
-                const int end = min(vectors, (g + 1) * stage);
-                for (int v = g * stage + t; v < end; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-                cp_async_commit();
-            }
-        }
+        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
         if (!table_staged) prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
         else if (t <= last_page)  // volatile: issued after the chunk's copies (the contract sizes the table by seq_len)
             asm volatile("ld.global.u32 %0, [%1];" : "=r"(table_entry) : "l"(table_row + t));
@@ -2078,14 +2051,10 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             keys[tail + t] = key;
             atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
-        if constexpr (WIDE_STAGES == 2) {
-            cp_async_wait<1>();
-            for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-            cp_async_wait<0>();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-        } else {
-            stages_in_place<WIDE_STAGES - 1>(keys4, vectors, stage, s.hist);
-        }
+        cp_async_wait<1>();
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     // WIDE_WINDOW (a row on 2 or more CTAs): the threshold and the counts before this CTA from the window of the

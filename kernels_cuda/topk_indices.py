@@ -138,12 +138,6 @@ if WIDE_WINDOW not in (0, 1):
 WIDE_TABLE = int(os.environ.get("DSV4_TOPK_WIDE_TABLE", "0"))
 if WIDE_TABLE not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
-# DSV4_TOPK_WIDE_STAGES (read at import; default 2; docs/topk-s16a.md): the wide kernels' chunk (wide<2/4/8>'s
-# wide_select) copied in this many commit groups, each converted and counted as it lands (2: the two halves), so less
-# of the convert-and-count follows the chunk's last byte. The same bits.
-WIDE_STAGES = int(os.environ.get("DSV4_TOPK_WIDE_STAGES", "2"))
-if not 2 <= WIDE_STAGES <= 8:
-    raise ValueError(f"DSV4_TOPK_WIDE_STAGES={WIDE_STAGES}: 2 .. 8")
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -180,8 +174,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
-            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
-            "WIDE_STAGES": WIDE_STAGES}
+            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")

@@ -92,22 +92,8 @@ def test_the_switched_forms_write_the_default_builds_bits(monkeypatch, batch, k,
     # windowed rows in the same launch); page size 16 (solo rows past 1024 pages keep the global table); reruns
     import torch
 
-    x, page_size, both = variant_batch(batch, k, variant)
-    default = _rebuilt(monkeypatch, 0, 0, both)
-    for window, table in [(1, 0), (0, 1), (1, 1)]:
-        for got in _rebuilt(monkeypatch, window, table, both):
-            assert torch.equal(got, default[0]), (window, table)
-    assert_the_reference_set(x, default, k, page_size)
-
-
-def variant_batch(batch, k, variant):
-    """BATCHES[batch]'s inputs on the GPU in one of the variants (fresh random logits with garbage past seq_len and a
-    random page table): normal scores; ties (rounded to 1/40); heavy (a third of each row in one value); inf (+inf
-    in a few rows); page16 (page size 16). (inputs, page size, both: a run() of the planned call, rerun bitwise,
-    and the unplanned call)."""
-    import torch
-
-    from harness import inputs
+    from harness import comparators, inputs
+    from kernels_torch.topk_indices import topk_indices as torch_topk
     lens = BATCHES[batch]
     columns = max(262144, max(lens))
     page_size = 16 if variant == "page16" else 64
@@ -131,17 +117,11 @@ def variant_batch(batch, k, variant):
         assert torch.equal(x.call(T.topk_indices, k=k, page_size=page_size, plan=plan), planned)  # reruns
         return planned, x.call(T.topk_indices, k=k, page_size=page_size)
 
-    return x, page_size, both
-
-
-def assert_the_reference_set(x, default, k, page_size):
-    """The default build's (planned, unplanned) outputs: the same bits, and the reference's set."""
-    import torch
-
-    from harness import comparators
-    from kernels_torch.topk_indices import topk_indices as torch_topk
+    default = _rebuilt(monkeypatch, 0, 0, both)
+    for window, table in [(1, 0), (0, 1), (1, 1)]:
+        for got in _rebuilt(monkeypatch, window, table, both):
+            assert torch.equal(got, default[0]), (window, table)
     assert torch.equal(default[1], default[0])
-    logits, seq_lens, page_table = x.args
     want = x.call(torch_topk, k=k, page_size=page_size)
     report = comparators.topk_indices({"indices": default[0]}, {"indices": want}, logits=logits, seq_lens=seq_lens,
                                       page_table=page_table, k=k, page_size=page_size)
