@@ -37,8 +37,7 @@ KERNELS = {
                        + [f"dsv4_topk_indices_fast<{v}>" for v in (1, 2, 4)]
                        + [f"dsv4_topk_indices_half<{v}>" for v in (1, 2, 4)]
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)]
-                       + [f"dsv4_topk_indices_wide16<{c}>" for c in (8, 16)]
-                       + [f"dsv4_topk_indices_lean<{c}>" for c in (8, 16)]
+                       + ["dsv4_topk_indices_wide16<8>"] + [f"dsv4_topk_indices_lean<{c}>" for c in (8, 16)]
                        + [f"dsv4_topk_indices_lean_regs<{c}, {v}>" for c, v in ((16, 1), (8, 2), (2, 2))]
                        + [f"dsv4_topk_indices_twin<{c}>" for c in (4, 2)],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]

@@ -3199,11 +3199,8 @@ __device__ __forceinline__ void topk_row_wide16(const float* __restrict__ logits
                                                 long long table_stride, int* __restrict__ out, int k, int page_size,
                                                 int skip_up_to, int solo_up_to, int options,
                                                 const int* __restrict__ work) {
-    // WideShared<8>'s slice holds a row on 4 of the cluster's CTAs, so also wide16<16>'s rows on 4, 8 or 16
-    // (DSV4_TOPK_MIXED: its 16-CTA rows in WideShared<8>, not lean<16>'s WideShared<16>, whose slice is a 16th)
-    static_assert(CLUSTER == 8 || CLUSTER == 16, "wide16<8> (DSV4_TOPK_LONG) and wide16<16> (DSV4_TOPK_MIXED)");
-    constexpr int SMEM = 8;
-    __shared__ WideShared<SMEM> s;
+    static_assert(CLUSTER == 8, "WideShared<8>'s slice holds a row on 4 of its CTAs");
+    __shared__ WideShared<CLUSTER> s;
     __shared__ Wide16Row r;
     const int t = threadIdx.x;
     const int rank = (int)blockIdx.x;  // grid (CLUSTER, batch), cluster (CLUSTER, 1, 1)
@@ -3230,28 +3227,22 @@ __device__ __forceinline__ void topk_row_wide16(const float* __restrict__ logits
         r.n = n;
     }
     if (n <= solo_up_to) {
-        if (owner) wide16_select<1, SMEM>(logits, columns, out, page_table, table_stride, k, page_size, 0, s, r, n);
+        if (owner) wide16_select<1, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, 0, s, r, n);
         return;
     }
     if (options & WIDE_GROUPS) {
         const int c = row_ctas<CLUSTER>(n, solo_up_to);
         if (!planned && rank >= c) return;
         if (c == 2) {
-            wide16_select<2, SMEM>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+            wide16_select<2, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
             return;
         }
         if (c == 4) {
-            wide16_select<4, SMEM>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+            wide16_select<4, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
             return;
         }
-        if constexpr (CLUSTER == 16) {
-            if (c == 8) {
-                wide16_select<8, SMEM>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
-                return;
-            }
-        }
     }
-    wide16_select<CLUSTER, SMEM>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
+    wide16_select<CLUSTER, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);
 }
 
 // Two CTAs an SM: 32 registers a thread (2 x 1024 x 32 = the register file)

@@ -229,24 +229,6 @@ DEFINES["TWIN_LOADS_2"] = 8 if TWIN_FORM == "onewalk8" else 4
 TWIN_KERNELS = {4: TWIN_KERNEL, 2: "dsv4_topk_indices_twin<2>"}
 TWIN_CTAS_PER_SM_OF = {4: TWIN_CTAS_PER_SM, 2: 1}
 SIGNATURES["dsv4_topk_indices_twin"] = SIGNATURES["dsv4_topk_indices_lean"]
-# DSV4_TOPK_MIXED (read at import; default off; docs/topk-s15a.md): `half` sends a planned batch of mixed lengths that
-# the default runs as one wave of wide<8> at one CTA an SM (b64-mixed-to-262144: 33-35K columns a CTA on every long
-# chain) to `dsv4_topk_indices_wide16<16>` (mixed_plan): wide16's selection (16-bit keys, 32 registers, two CTAs an
-# SM) in 16-CTA clusters (non-portable) with rows sized by length against MIXED_CHUNK, so every long chain holds half
-# the columns (262144 on 16 CTAs, 131K on 8, 66K on 4, 33-35K on 2: 16.4-17.4K a CTA; rows <= MIXED_CHUNK alone).
-# Other chunks than wide<8>'s, so another slot order (the same set of indices; reruns bitwise). `half-prefetch`:
-# the same with each CTA's chunk bulk-prefetched into L2 first (WIDE16_PREFETCH). A call without a plan, or
-# DSV4_TOPK_ROUTE=device, runs as before.
-MIXED_CHOICES = ("", "half", "half-prefetch")
-MIXED = os.environ.get("DSV4_TOPK_MIXED", "").replace("off", "")
-if MIXED not in MIXED_CHOICES:
-    raise ValueError(f"DSV4_TOPK_MIXED={MIXED!r}: one of {', '.join(MIXED_CHOICES[1:])} (or off)")
-MIXED_KERNEL = "dsv4_topk_indices_wide16<16>"
-MIXED_CLUSTER = 16
-# its solo and groups bound: 262144 / 16 = 16384, 133218 / 8, 67645 / 4 and 34840 / 2 within it, 18419 alone; the
-# chunk buffer 36 KB (2 bytes a column): 2 x (36 KB + WideShared<8>'s 37.4 KB + 1 KB reserved) <= 228 KB an SM
-MIXED_CHUNK = 18432
-MIXED_CTAS_PER_SM = 2  # 32 registers (2 x 1024 x 32 = the register file)
 
 
 def chunk_columns(columns, cluster):
@@ -604,59 +586,6 @@ def _wide8_launch(lens, sms, clusters, env):
     return skip_up_to, solo_up_to, options
 
 
-def mixed_plan(lens, k, sms, clusters, choice=None, active=None, env=os.environ):
-    """DSV4_TOPK_MIXED's decision for a plan of rows of these lengths: (choice, the (skip bound, solo bound, options)
-    of the wide<8> launch it replaces, places, the work list of MIXED_KERNEL's 16-CTA clusters), or None where that
-    launch stays: no choice, no such launch (the default's, as long_plan's), a long batch (long_plan's: the CTAs of
-    its rows past the solo bound more than one an SM), a row whose chunk on 16 CTAs is past MIXED_CHUNK, or more
-    places than one round of 16-CTA clusters at MIXED_CTAS_PER_SM (active: the device's max active clusters of the
-    kernel, where known). choice: DSV4_TOPK_MIXED's (MIXED) unless given."""
-    choice = MIXED if choice is None else choice
-    if choice not in MIXED_CHOICES:
-        raise ValueError(f"DSV4_TOPK_MIXED={choice!r}: one of {', '.join(MIXED_CHOICES[1:])} (or off)")
-    if not choice or not len(lens) or len(clusters) < 2:
-        return None
-    launch = _wide8_launch(lens, sms, clusters, env)
-    if launch is None:
-        return None
-    lens = [int(n) for n in lens]
-    if sum(c for c in (wide_row_ctas(n, k, launch[1]) for n in lens) if c > 1) > sms:
-        return None  # long_plan's batch
-    if chunk_columns(max(lens), MIXED_CLUSTER) > MIXED_CHUNK:
-        return None
-    rows = fill_spares(work_list(lens, MIXED_CLUSTER, MIXED_CHUNK, k, True), lens, k)
-    if len(rows) * MIXED_CLUSTER > MIXED_CTAS_PER_SM * sms or (active is not None and len(rows) > active):
-        return None
-    return choice, launch, len(rows), rows
-
-
-def fill_spares(rows, lens, k):
-    """A work list with its last places of rows alone (solo rows and copies) moved into the other places' spare CTAs
-    (-1) while they fit there, shortest first: one place fewer each. A solo row's CTA takes no cluster barrier (it
-    exits when done, and a barrier waits for the cluster's CTAs that have not exited), nor does a copy; the shortest
-    ones exit before a multi-CTA row beside them reaches its first barrier. Multi-CTA rows keep their aligned slots
-    (the spares follow them). The H200 holds 14 active 16-CTA clusters of MIXED_KERNEL (cuOccupancyMaxActiveClusters,
-    session 16), the mixed bench batch's work list 15 places, 220 of whose 240 CTAs work."""
-    counts = {}
-    for place in rows:
-        for b in place:
-            counts[b] = counts.get(b, 0) + 1
-    rows = [list(place) for place in rows]
-    while len(rows) > 1:
-        alone = [i for i, place in enumerate(rows) if all(b < 0 or counts[b] == 1 for b in place)]
-        if not alone:
-            break
-        last = min(alone, key=lambda i: (sum(b >= 0 for b in rows[i]), -i))  # the fewest rows, the latest place
-        moving = sorted((b for b in rows[last] if b >= 0), key=lambda b: (lens[b], b))
-        spares = [(i, j) for i, place in enumerate(rows) if i != last for j, b in enumerate(place) if b < 0]
-        if len(spares) < len(moving):
-            break
-        for b, (i, j) in zip(moving, spares):
-            rows[i][j] = b
-        del rows[last]
-    return rows
-
-
 def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
     """DSV4_TOPK_LONG_PLAN's decision for a plan of rows of these lengths: (choice, the skip bound, solo bound
     and options of the wide<8> launch the call makes when its logits are as wide as the longest row), or
@@ -707,12 +636,6 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
         plan.data.update(launch=None)
     long = long_plan(lens, k, *_device(device_index)) if device_index is not None else None
     plan.data.update(long=long)
-    mixed = None
-    if device_index is not None and long is None and MIXED:
-        mixed = mixed_plan(lens, k, *_device(device_index), active=_mixed_active(device_index))
-    if mixed is not None:  # (choice, the wide<8> launch it replaces, places, work list)
-        mixed = (*mixed[:3], _work_tensor(mixed[3], lens, plan.device))
-    plan.data.update(mixed=mixed)
     return plan
 
 
@@ -723,24 +646,6 @@ def _work_tensor(rows, lens, device):
     if device.type == "cuda":
         work = work.pin_memory().to(device, non_blocking=True)
     return work
-
-
-@functools.lru_cache(maxsize=None)
-def _mixed_active(device_index):
-    """cuOccupancyMaxActiveClusters of MIXED_KERNEL (16-CTA clusters, two CTAs an SM, within a GPC) at its dynamic
-    shared memory, after the attributes its launches get; None where the driver does not answer."""
-    device = torch.device("cuda", device_index)
-    shared = _mixed_shared()
-    _opt_in(MIXED_KERNEL, shared, device)
-    _two_per_sm(MIXED_KERNEL, device)
-    _non_portable(MIXED_KERNEL, device)
-    return _loader.max_active_clusters("topk_indices.cu", MIXED_KERNEL, device, MIXED_CLUSTER, (THREADS,),
-                                       shared) or None
-
-
-def _mixed_shared():
-    """MIXED_KERNEL's dynamic shared memory: MIXED_CHUNK columns, 2 bytes each (groups of four 16-bit keys)."""
-    return 8 * ((MIXED_CHUNK + 3) // 4)
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
@@ -758,7 +663,6 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
         runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route,
                              lambda kernel, shared: _max_active_clusters(kernel, shared, device_index))
-        runs = _mixed_planned(runs, plan, aligned, sms, logits.device, route)
         runs = _planned(runs, plan, sms, logits.device, route)
         common = (logits, layout.columns, seq_lens, page_table, page_table.stride(0), out, k, page_size)
         for kernel, grid, shared, pdl, extra in runs:
@@ -767,7 +671,7 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
             if kernel in ("dsv4_topk_indices_wide1", *TWIN_KERNELS.values()) or kernel.startswith(
                     "dsv4_topk_indices_wide16<"):
                 _two_per_sm(kernel, logits.device)
-            if kernel in ("dsv4_topk_indices_lean<16>", "dsv4_topk_indices_lean_regs<16, 1>", MIXED_KERNEL):
+            if kernel in ("dsv4_topk_indices_lean<16>", "dsv4_topk_indices_lean_regs<16, 1>"):
                 _non_portable(kernel, logits.device)
             launch("topk_indices.cu", kernel, grid, (THREADS,), (*common, *extra), logits.device, shared_mem=shared,
                    pdl=pdl)
@@ -791,24 +695,6 @@ def _planned(runs, plan, sms, device, route):
     places = plan["places"]
     pdl = places * cluster <= sms  # a grid of one wave overlaps the kernel before (as launches())
     return [(kernel, (cluster, places), shared, pdl, (*extra[:3], plan["work"]))]
-
-
-def _mixed_planned(runs, plan, aligned, sms, device, route):
-    """The call's launches with MIXED_KERNEL and the plan's work list for it (mixed_plan) in place of its wide<8>
-    launch, where the plan chose it, the call's launch is the one it was chosen for (the same skip bound, solo bound
-    and options: the default's), its rows are 16-byte aligned (wide16 reads float4) and the work list is on the
-    call's device. route: DSV4_TOPK_ROUTE (`device`: as without a plan). The kernel's rows are the plan's (its work
-    list carries each row's seq_len), so every chunk is within MIXED_CHUNK whatever the logits' width."""
-    mixed = None if plan is None or route == "device" else plan.data.get("mixed")
-    if mixed is None or len(runs) != 1 or not aligned:
-        return runs
-    choice, launch, places, work = mixed
-    kernel, _, _, _, extra = runs[0]
-    if kernel != "dsv4_topk_indices_wide<8>" or tuple(extra[:3]) != launch or work.device != device:
-        return runs
-    options = extra[2] & ~WIDE_EARLY | WIDE16_PREFETCH * (choice == "half-prefetch")
-    pdl = places * MIXED_CLUSTER <= MIXED_CTAS_PER_SM * sms  # one round (the plan's bound): overlaps the kernel before
-    return [(MIXED_KERNEL, (MIXED_CLUSTER, places), _mixed_shared(), pdl, (-1, MIXED_CHUNK, options, work))]
 
 
 def _long_planned(runs, plan, batch, columns, aligned, sms, route, active=None, env=os.environ):
