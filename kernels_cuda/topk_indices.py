@@ -567,25 +567,6 @@ def plan_route(lens, k, sms, clusters, env=os.environ):
     return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups)
 
 
-def wide_row_ctas(n, k, up_to, cluster=8):
-    """topk_row_wide's CTAs of a row of seq_len n in a WIDE_GROUPS launch of `cluster` CTAs and solo bound `up_to`:
-    0 a copy, 1 alone, else row_ctas."""
-    return 0 if n <= k else 1 if n <= up_to else row_ctas(n, cluster, up_to)
-
-
-def _wide8_launch(lens, sms, clusters, env):
-    """The (skip bound, solo bound, options) of the one wide<8> launch a call on rows of these lengths makes when its
-    logits are as wide as the longest row, where it is the default's (rows sized by length at MAX_CHUNK, the
-    reduce-scatter); else None."""
-    runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
-    if len(runs) != 1 or runs[0][0] != "dsv4_topk_indices_wide<8>":
-        return None
-    skip_up_to, solo_up_to, options, _ = runs[0][4]
-    if skip_up_to != -1 or solo_up_to != MAX_CHUNK or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM:
-        return None
-    return skip_up_to, solo_up_to, options
-
-
 def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
     """DSV4_TOPK_LONG_PLAN's decision for a plan of rows of these lengths: (choice, the skip bound, solo bound
     and options of the wide<8> launch the call makes when its logits are as wide as the longest row), or
@@ -597,14 +578,20 @@ def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
         raise ValueError(f"DSV4_TOPK_LONG_PLAN={choice!r}: one of {', '.join(LONG_PLAN_CHOICES[1:])} (or off)")
     if not choice or not len(lens):
         return None
-    launch = _wide8_launch(lens, sms, clusters, env)  # (the default's only: the groups' bound, the reduce-scatter)
-    if launch is None:
+    runs = _launches_from_env(len(lens), max(max(lens), 1), True, sms, clusters, env)
+    if len(runs) != 1 or runs[0][0] != "dsv4_topk_indices_wide<8>":
         return None
-    skip_up_to, solo_up_to, options = launch
-    wide = [wide_row_ctas(int(n), k, solo_up_to) for n in lens]
+    skip_up_to, solo_up_to, options, _ = runs[0][4]
+    if skip_up_to != -1 or solo_up_to != MAX_CHUNK or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM:
+        return None  # (the default's launch only: the groups' bound, the reduce-scatter)
+
+    def ctas(n, up_to):  # topk_row_wide's CTAs of a row: 0 a copy, 1 rank 0 alone, else row_ctas
+        return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to)
+
+    wide = [ctas(int(n), solo_up_to) for n in lens]
     if sum(c for c in wide if c > 1) <= sms:
         return None
-    if choice == "wide16" and any(wide_row_ctas(int(n), k, WIDE16_CHUNK) != c for n, c in zip(lens, wide)):
+    if choice == "wide16" and any(ctas(int(n), WIDE16_CHUNK) != c for n, c in zip(lens, wide)):
         return None
     if choice == "twin" and any(c not in (0, 8) for c in wide):
         return None
@@ -630,22 +617,15 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     if route is not None and len(route[1]) < len(lens):  # fewer places (else the work list would only
         # add a load to every CTA's chain: 64 x 262144, 1 x 65536 keep the device routing)
         (cluster, solo_up_to, groups), rows = route
-        plan.data.update(launch=(cluster, solo_up_to), groups=groups, places=len(rows),
-                         work=_work_tensor(rows, lens, plan.device))
+        work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
+                            dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
+        if plan.device.type == "cuda":
+            work = work.pin_memory().to(plan.device, non_blocking=True)
+        plan.data.update(launch=(cluster, solo_up_to), groups=groups, places=len(rows), work=work)
     else:
         plan.data.update(launch=None)
-    long = long_plan(lens, k, *_device(device_index)) if device_index is not None else None
-    plan.data.update(long=long)
+    plan.data.update(long=long_plan(lens, k, *_device(device_index)) if device_index is not None else None)
     return plan
-
-
-def _work_tensor(rows, lens, device):
-    """A work list's [places x cluster] (row, seq_len) pairs (row -1: none), flat, on `device`."""
-    work = torch.tensor([[b, lens[b] if b >= 0 else 0] for place in rows for b in place],
-                        dtype=torch.int32).reshape(-1)  # (row, seq_len) a CTA
-    if device.type == "cuda":
-        work = work.pin_memory().to(device, non_blocking=True)
-    return work
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
