@@ -1671,6 +1671,30 @@ static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
 // its write-out through its page-table entries staged in shared memory during the load (see wide_select)
 static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 
+// DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (wide<2/4/8>)
+// with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
+// of its chain into wide_trace[linear CTA][phase]; a diagnostic build (the stamps order nothing), never the default.
+static_assert(WIDE_TRACE == 0 || WIDE_TRACE == 1, "WIDE_TRACE is 0 or 1");
+#define WIDE_TRACE_CTAS 8192
+#define WIDE_TRACE_PHASES 10  // entry, row known, chunk counted, histograms met, threshold, counts before, walked,
+                              // placed, done (9 used; one spare keeps a CTA's 20 words at 160 bytes)
+#if WIDE_TRACE
+__device__ unsigned long long wide_trace[WIDE_TRACE_CTAS][WIDE_TRACE_PHASES][2];
+#endif
+__device__ __forceinline__ void wide_stamp(int phase) {
+#if WIDE_TRACE
+    if (threadIdx.x == 0) {
+        const unsigned int cta = blockIdx.x + gridDim.x * blockIdx.y;
+        if (cta < WIDE_TRACE_CTAS) {
+            unsigned long long ns;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+            wide_trace[cta][phase][0] = ns;
+            wide_trace[cta][phase][1] = (unsigned long long)clock64();
+        }
+    }
+#endif
+}
+
 // Peers' 16-byte reads in flight together (more spill on sm_100 at 64 / 32 registers)
 #define WIDE_PEER_READS(cluster) ((cluster) <= 4 ? (cluster) : 4)
 
@@ -2056,6 +2080,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         cp_async_wait<0>();
         for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
+    wide_stamp(2);  // thread 0's share of the chunk landed and counted
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
     // WIDE_WINDOW (a row on 2 or more CTAs): the threshold and the counts before this CTA from the window of the
     // peers' bins (s_threshold, s_first), or where the window is too wide, the sums as without it (the same in every
@@ -2068,6 +2093,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         if (!windowed) wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     } else {
         wide_barrier<CLUSTER>();  // every CTA's histogram is complete
+        wide_stamp(3);
         wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, base, direct);
     }
     if (table_staged && t <= last_page) s.slice[t] = table_entry;  // read after fast_threshold's barriers
@@ -2076,6 +2102,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     int inside, remaining;
     unsigned int lo, hi;
     const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
+    wide_stamp(4);
     // This CTA's keys above the bucket are staged by their index in its run of slots (over the
     // summed histogram, or hist for CLUSTER 1: both last read before fast_threshold's second
     // barrier; peers read hist, never row_sum).
@@ -2128,6 +2155,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
     // placing walk visits the set bits only (about one key a thread) instead of re-reading and
     // re-classifying every group with a qualifying key in the warp (at 16384 columns nearly all:
     // ~600 qualifying keys leave few warps' groups empty; at 65536 about two thirds).
+    wide_stamp(5);
     typedef Kept<WIDE_KEPT_GROUPS(SMEM)> K;
     typename K::Mask bits = 0u;
     unsigned int mine = 0u;
@@ -2158,6 +2186,7 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         wide_counts_before(s, cta_total, rank, base, first_above, first_inside);
     }
     const int cta_above = (int)(cta_total & 0xffffu);
+    wide_stamp(6);
 
     if (ranked) {
         // Placing walk in thread order: above keys to staging, inside keys to rank 0's buffer.
@@ -2185,12 +2214,14 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
         // The cluster barrier's arrive (release) before the write-out, its wait after: rank 0 ranks once
         // every CTA has delivered its candidates, not once every CTA's table reads have returned.
         // One CTA: the CTA barrier before the write-out orders the candidates too.
+        wide_stamp(7);
         wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
         // past the wait the candidates are in rank 0; no peer reads this CTA any more
         if (rank == 0)  // keys above the bucket fill [0, k - remaining)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
             });
+        wide_stamp(8);
         return;
     }
 
@@ -2263,6 +2294,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     // free now, and run up to its own pdl_wait() (which returns only once this grid has finished and
     // its writes are visible): its CTAs start and zero their histograms while this one selects.
     if (CLUSTER > 1 && (options & WIDE_EARLY)) pdl_launch_dependents();
+    wide_stamp(0);
     // Launched to overlap dsv4_topk_indices_fast (split) or the kernel before: past this wait the
     // logits and the metadata are final. No launch_dependents otherwise: a grid of several waves keeps
     // its SMs for itself.
@@ -2274,6 +2306,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     if (b < 0) return;  // an empty place in the plan's last pack
     const bool owner = planned || rank == 0;  // writes the row's copy or selects it alone
     const int n = planned ? entry.y : seq_lens[b];
+    wide_stamp(1);
     int* out_row = out + (long long)b * k;
     const int* table_row = page_table + (long long)b * table_stride;
     if (n <= skip_up_to) return;
