@@ -29,7 +29,7 @@ def read_trace(device_index):
     from kernels_cuda import _loader
     module, _ = _loader._module("topk_indices.cu", device_index)
     with cupy.cuda.Device(device_index):
-        ptr = module.get_global("wide_trace")
+        ptr = module.get_global_var("wide_trace")  # (a global-scope variable: its name unmangled)
         return cupy.ndarray((8192, 10, 2), dtype=cupy.uint64, memptr=ptr)
 
 
