@@ -59,7 +59,7 @@ def summarise(stamps, named):
     for i in live:
         by_class.setdefault(named[i][0], []).append(i)
     table = []
-    for name, ctas in sorted(by_class.items(), key=lambda kv: -max(int(ns[i, 8] or ns[i, 1]) for i in kv[1])):
+    for name, ctas in sorted(by_class.items(), key=lambda kv: -max(int(ns[i].max()) for i in kv[1])):
         cells = []
         for p in range(len(PHASES)):
             at = [int(ns[i, p]) - origin for i in ctas if ns[i, p] > 0]
@@ -112,7 +112,7 @@ def main(argv=None):
         stamps = trace.get()
         ns = stamps[:, :, 0].astype("int64")
         live = [i for i in named if ns[i, 0] > 0]
-        ends.append((max(int(ns[i, 8] or ns[i, 1]) for i in live) - min(int(ns[i, 0]) for i in live)) / 1e3)
+        ends.append((max(int(ns[i].max()) for i in live) - min(int(ns[i, 0]) for i in live)) / 1e3)  # last stamps
     table = summarise(stamps, named)
     print(f"{args.case}: {len(named)} CTAs in {plan['places']} places of {cluster}; first entry to last done "
           f"{', '.join(f'{e:.2f}' for e in ends)} us over {args.reps} calls (the last below)")
