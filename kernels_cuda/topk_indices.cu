@@ -1674,10 +1674,9 @@ static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 // DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (wide<2/4/8>)
 // with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
 // of its chain into wide_trace[linear CTA][phase]; a diagnostic build (the stamps order nothing), never the default.
+// WIDE_TRACE_CTAS and WIDE_TRACE_PHASES (topk_indices.py's DEFINES) size it; the phases: entry, row known, chunk
+// counted, histograms met, threshold, counts before, walked, placed, done.
 static_assert(WIDE_TRACE == 0 || WIDE_TRACE == 1, "WIDE_TRACE is 0 or 1");
-#define WIDE_TRACE_CTAS 8192
-#define WIDE_TRACE_PHASES 10  // entry, row known, chunk counted, histograms met, threshold, counts before, walked,
-                              // placed, done (9 used; one spare keeps a CTA's 20 words at 160 bytes)
 #if WIDE_TRACE
 __device__ unsigned long long wide_trace[WIDE_TRACE_CTAS][WIDE_TRACE_PHASES][2];
 #endif

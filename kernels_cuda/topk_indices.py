@@ -140,9 +140,8 @@ if WIDE_TABLE not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
 # DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels with thread 0
 # of every CTA stamping the time at each phase of its chain into the module's wide_trace array (a diagnostic build).
-TRACE = int(os.environ.get("DSV4_TOPK_TRACE", "0"))
-if TRACE not in (0, 1):
-    raise ValueError(f"DSV4_TOPK_TRACE={TRACE}: 0 or 1")
+TRACE = int(_loader.env_choice("DSV4_TOPK_TRACE", ("0", "1"), "0"))
+TRACE_CTAS, TRACE_PHASES = 8192, 10  # wide_trace[CTA][phase][(ns, cycles)]: 9 phases used, one spare (160 B a CTA)
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
@@ -180,7 +179,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
             "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
-            "WIDE_TRACE": TRACE}
+            "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")

@@ -15,6 +15,7 @@ class, and its slowest), from %globaltimer; `cycles` in the JSON are each CTA's 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import sys
@@ -27,10 +28,11 @@ def read_trace(device_index):
     import cupy
 
     from kernels_cuda import _loader
+    topk = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
     module, _ = _loader._module("topk_indices.cu", device_index)
     with cupy.cuda.Device(device_index):
         ptr = module.get_global_var("wide_trace")  # (a global-scope variable: its name unmangled)
-        return cupy.ndarray((8192, 10, 2), dtype=cupy.uint64, memptr=ptr)
+        return cupy.ndarray((topk.TRACE_CTAS, topk.TRACE_PHASES, 2), dtype=cupy.uint64, memptr=ptr)
 
 
 def classes(work, cluster):

@@ -3,6 +3,7 @@ with the stamp array and without a spill; the tool's classes and table from a wo
 every CTA's stamps in phase order and the trace build's indices bitwise the default build's."""
 
 import importlib
+import os
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name i
 
 def test_the_trace_is_off_by_default():
     assert T.DEFINES["WIDE_TRACE"] == T.TRACE
-    if "DSV4_TOPK_TRACE" not in __import__("os").environ:
+    if "DSV4_TOPK_TRACE" not in os.environ:
         assert T.TRACE == 0
 
 
@@ -43,7 +44,7 @@ def test_classes_name_each_cta_by_its_rows_ctas_and_columns():
 def test_the_table_gives_each_classs_median_and_slowest_phase_ends():
     work = np.array([[3, 131072]] * 4 + [[0, 5000], [1, 700], [-1, 0], [2, 300]]).reshape(-1)
     named = topk_trace.classes(work, 4)
-    stamps = np.zeros((8192, 10, 2), dtype=np.uint64)
+    stamps = np.zeros((T.TRACE_CTAS, T.TRACE_PHASES, 2), dtype=np.uint64)
     for i, ends in {0: [100, 900, 4000, 5000, 6000, 6500, 7000, 7500, 8000],
                     1: [100, 950, 4100, 5000, 6000, 6500, 7100, 7600, 8200],
                     2: [120, 900, 4200, 5000, 6000, 6500, 7000, 7500, 8100],
