@@ -1677,6 +1677,7 @@ static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 // WIDE_TRACE_CTAS and WIDE_TRACE_PHASES (topk_indices.py's DEFINES) size it; the phases: entry, row known, chunk
 // counted, histograms met, threshold, counts before, walked, placed, done.
 static_assert(WIDE_TRACE == 0 || WIDE_TRACE == 1, "WIDE_TRACE is 0 or 1");
+static_assert(WIDE_TRACE_CTAS > 0 && WIDE_TRACE_PHASES >= 9, "a row for every CTA stamped, a column for each phase");
 #if WIDE_TRACE
 __device__ unsigned long long wide_trace[WIDE_TRACE_CTAS][WIDE_TRACE_PHASES][2];
 #endif
