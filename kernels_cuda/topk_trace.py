@@ -31,8 +31,10 @@ def read_trace(device_index):
     topk = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
     module, _ = _loader._module("topk_indices.cu", device_index)
     with cupy.cuda.Device(device_index):
-        ptr = module.get_global_var("wide_trace")  # (a global-scope variable: its name unmangled)
-        return cupy.ndarray((topk.TRACE_CTAS, topk.TRACE_PHASES, 2), dtype=cupy.uint64, memptr=ptr)
+        ptr = module.get_global_var("wide_trace")  # (a global-scope variable: its name unmangled; an address)
+        shape = (topk.TRACE_CTAS, topk.TRACE_PHASES, 2)
+        memory = cupy.cuda.UnownedMemory(ptr, 8 * shape[0] * shape[1] * shape[2], module, device_index)
+        return cupy.ndarray(shape, dtype=cupy.uint64, memptr=cupy.cuda.MemoryPointer(memory, 0))
 
 
 def classes(work, cluster):
