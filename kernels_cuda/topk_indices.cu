@@ -1675,9 +1675,9 @@ static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 // with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
 // of its chain into wide_trace[linear CTA][phase]; a diagnostic build (the stamps order nothing), never the default.
 // WIDE_TRACE_CTAS and WIDE_TRACE_PHASES (topk_indices.py's DEFINES) size it; the phases: entry, row known, chunk
-// counted, histograms met, threshold, counts before, walked, placed, done.
+// counted, histograms met, threshold, counts before, walked, placed, done; the last column's ns: 1 + the CTA's SM.
 static_assert(WIDE_TRACE == 0 || WIDE_TRACE == 1, "WIDE_TRACE is 0 or 1");
-static_assert(WIDE_TRACE_CTAS > 0 && WIDE_TRACE_PHASES >= 9, "a row for every CTA stamped, a column for each phase");
+static_assert(WIDE_TRACE_CTAS > 0 && WIDE_TRACE_PHASES >= 10, "a row for every CTA stamped, a column for each phase and the SM");
 #if WIDE_TRACE
 __device__ unsigned long long wide_trace[WIDE_TRACE_CTAS][WIDE_TRACE_PHASES][2];
 #endif
@@ -1690,6 +1690,11 @@ __device__ __forceinline__ void wide_stamp(int phase) {
             asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
             wide_trace[cta][phase][0] = ns;
             wide_trace[cta][phase][1] = (unsigned long long)clock64();
+            if (phase == 0) {  // the spare column: the SM (clusters sit in one GPC: their SMs name its members)
+                unsigned int sm;
+                asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+                wide_trace[cta][WIDE_TRACE_PHASES - 1][0] = sm + 1;  // (0: never entered)
+            }
         }
     }
 #endif

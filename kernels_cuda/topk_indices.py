@@ -141,7 +141,7 @@ if WIDE_TABLE not in (0, 1):
 # DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels with thread 0
 # of every CTA stamping the time at each phase of its chain into the module's wide_trace array (a diagnostic build).
 TRACE = int(_loader.env_choice("DSV4_TOPK_TRACE", ("0", "1"), "0"))
-TRACE_CTAS, TRACE_PHASES = 8192, 10  # wide_trace[CTA][phase][(ns, cycles)]: 9 phases used, one spare (160 B a CTA)
+TRACE_CTAS, TRACE_PHASES = 8192, 10  # wide_trace[CTA][phase][(ns, cycles)]: 9 phases, then 1 + the SM (160 B a CTA)
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384

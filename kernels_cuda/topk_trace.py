@@ -10,7 +10,8 @@ work entry read), 2 thread 0's share of the chunk landed and counted, 3 past the
 the row complete), 4 the threshold known, 5 the counts before this CTA known, 6 the counting walk and its scan done,
 7 placed (staging and the candidates written), 8 done (the write-out; rank 0: the candidates ranked). A copy row
 stamps 0-1 only, the heavy-ties path 0-6. Times are ns after the launch's earliest entry stamp (the median CTA of a
-class, and its slowest), from %globaltimer; `cycles` in the JSON are each CTA's own SM clock."""
+class, and its slowest), from %globaltimer; `cycles` in the JSON are each CTA's own SM clock, and each CTA's last
+column holds 1 + its SM (%smid; the CTAs of a cluster share a GPC)."""
 
 from __future__ import annotations
 
