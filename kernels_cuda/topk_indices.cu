@@ -1635,63 +1635,6 @@ __device__ __forceinline__ void coarse_keys_in_place(uint4* p, int* hist) {
     count_coarse4<false>(v, hist);
 }
 
-// WIDE_FLOOR (DSV4_TOPK_WIDE_FLOOR, read at import; docs/topk-s17a.md): a wide CTA of at least WIDE_FLOOR_COLUMNS
-// columns counts by atomic only the keys at or above a floor bin found from its chunk's first half; the others (most
-// of the chunk) go to bin 0 in one add a warp. The bins at and above the floor stay exact and their sum stays m, so
-// every threshold, bucket and count-before that reads them is unchanged (each is at or above the row's threshold
-// bin, which is at or above every CTA's floor): the same bits out, with a fraction of the shared atomics.
-static_assert(WIDE_FLOOR == 0 || WIDE_FLOOR == 1, "WIDE_FLOOR is 0 or 1");
-// Hopper only: sm_100's wide<8> (64 registers a thread) spills 4 bytes with it under NVRTC 13.5, and it is unmeasured there
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-#define WIDE_FLOOR_BUILT 0
-#else
-#define WIDE_FLOOR_BUILT WIDE_FLOOR
-#endif
-static_assert(FAST_BINS == 4096 && TOPK_WARPS == 32, "wide_floor_bin bisects 12 bits of bin, a lane a warp");
-
-// four floats copied to shared memory -> their keys, in place; their largest
-__device__ __forceinline__ unsigned int keys_in_place_max(uint4* p) {
-    uint4 v = *p;
-    v.x = sortable_key(__uint_as_float(v.x));
-    v.y = sortable_key(__uint_as_float(v.y));
-    v.z = sortable_key(__uint_as_float(v.z));
-    v.w = sortable_key(__uint_as_float(v.w));
-    *p = v;
-    return max(max(v.x, v.y), max(v.z, v.w));
-}
-
-// The floor: in every warp, the highest bin B that at least ceil(k / 32) of its lanes' largest keys reach (a
-// bisection by ballot over the 12 bits), then the least B over the warps (one barrier; `sums` free until the next).
-// At least 32 ceil(k / 32) >= k distinct keys of this chunk lie in bins >= the floor, so the row's k-th largest key
-// does too: a key in a bin below it is neither in the row's top k nor in its threshold bin. Lanes without keys
-// (top 0, bin 0) only lower it. k <= 32 TOPK_WARPS.
-__device__ __forceinline__ unsigned int wide_floor_bin(unsigned int top, int k, int* sums) {
-    const int lane = threadIdx.x & 31, need = (k + 31) >> 5;
-    const unsigned int mine = coarse_bin(top);
-    unsigned int floor_bin = 0u;
-#pragma unroll
-    for (int bit = 11; bit >= 0; --bit) {
-        const unsigned int higher = floor_bin | (1u << bit);
-        if (__popc(__ballot_sync(0xffffffffu, mine >= higher)) >= need) floor_bin = higher;
-    }
-    if (lane == 0) sums[threadIdx.x >> 5] = (int)floor_bin;
-    __syncthreads();
-    return __reduce_min_sync(0xffffffffu, (unsigned int)sums[lane]);
-}
-
-// count_coarse4 of the keys in bins >= floor_bin; how many it skipped
-__device__ __forceinline__ int count_coarse4_from(uint4 q, int* hist, unsigned int floor_bin) {
-    const unsigned int e[4] = {q.x, q.y, q.z, q.w};
-    int skipped = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        const unsigned int bin = coarse_bin(e[j]);
-        if (bin >= floor_bin) atomicAdd(&hist[bin], 1);
-        else ++skipped;
-    }
-    return skipped;
-}
-
 // Store 8 bytes at the same shared-memory offset in CTA `rank` of this cluster.
 __device__ __forceinline__ void store_peer2(uint2* local, unsigned int rank, uint2 value) {
     const unsigned int address = (unsigned int)__cvta_generic_to_shared(local);
@@ -2138,26 +2081,9 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
         cp_async_wait<1>();
-        if (WIDE_FLOOR_BUILT && !(CLUSTER > 1 && WIDE_WINDOW) && k <= 32 * TOPK_WARPS && m >= WIDE_FLOOR_COLUMNS) {
-            // (uniform in the CTA) The first half's keys in place, then a bin below which no key of the row can be
-            // in its top k (wide_floor_bin); keys under it skip their atomic and are counted in bin 0 by warp
-            unsigned int top = 0u;
-            for (int v = t; v < half; v += TOPK_THREADS) top = max(top, keys_in_place_max(keys4 + v));
-            const unsigned int floor_bin = wide_floor_bin(top, k, s.warp_sums);
-            int skipped = 0;
-            for (int v = t; v < half; v += TOPK_THREADS) skipped += count_coarse4_from(keys4[v], s.hist, floor_bin);
-            cp_async_wait<0>();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) {
-                keys_in_place_max(keys4 + v);
-                skipped += count_coarse4_from(keys4[v], s.hist, floor_bin);
-            }
-            skipped = (int)__reduce_add_sync(0xffffffffu, (unsigned int)skipped);
-            if (lane == 0 && skipped) atomicAdd(&s.hist[0], skipped);
-        } else {
-            for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-            cp_async_wait<0>();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-        }
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
     wide_stamp(2);  // thread 0's share of the chunk landed and counted
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;

@@ -138,12 +138,6 @@ if WIDE_WINDOW not in (0, 1):
 WIDE_TABLE = int(os.environ.get("DSV4_TOPK_WIDE_TABLE", "0"))
 if WIDE_TABLE not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
-# DSV4_TOPK_WIDE_FLOOR (read at import; docs/topk-s17a.md): `1` compiles wide_select (the wide and lean kernels) with a
-# CTA of at least WIDE_FLOOR_COLUMNS columns counting by shared atomic only its keys at or above a floor bin found from
-# its chunk's first half (the rest, most of the chunk, in one add a warp): the histogram pass's atomics, ~3.5 us of a
-# 32768-column CTA's chain (session 17's trace), cut to a few percent. The same bits; `0` the A/B.
-WIDE_FLOOR = int(_loader.env_choice("DSV4_TOPK_WIDE_FLOOR", ("0", "1"), "1"))
-WIDE_FLOOR_COLUMNS = 8192
 # DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels with thread 0
 # of every CTA stamping the time at each phase of its chain into the module's wide_trace array (a diagnostic build).
 TRACE = int(_loader.env_choice("DSV4_TOPK_TRACE", ("0", "1"), "0"))
@@ -184,8 +178,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
-            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE, "WIDE_FLOOR": WIDE_FLOOR,
-            "WIDE_FLOOR_COLUMNS": WIDE_FLOOR_COLUMNS,
+            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
             "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
