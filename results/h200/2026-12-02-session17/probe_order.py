@@ -3,7 +3,7 @@ The planned call on b64-mixed-to-262144 (the bench case's own inputs) with its w
 bitwise the plan's, then events (bench-like: spin, L2 flush) and graph medians. Under DSV4_TOPK_TRACE=1: one traced
 call a variant (after a flush), each CTA's SM and the time its chunk landed; SMs grouped into GPCs by the clusters
 that held them (union-find), bytes and land/end times by GPC."""
-import json, sys, os, statistics as st
+import json, sys, os
 import torch
 import kernels_cuda
 from harness import cases, check, timer

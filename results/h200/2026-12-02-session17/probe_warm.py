@@ -64,4 +64,5 @@ for key in sorted(cls, key=lambda k: (-int(k.split('x')[0]) * int(k.split('x')[1
     print(f"{key:8s} {len(ii):3d} cold {row[0]}\n{'':12s} warm {row[1]}")
 ends = {m: [float((s[:, :9, 0].max() - s[s[:, 0, 0] > 0, 0, 0].min()) / 1e3) for s in runs[m]] for m in runs}
 print("first entry to last stamp, us:", {m: [round(e, 2) for e in v] for m, v in ends.items()})
-json.dump({m: [s.tolist() for s in v] for m, v in runs.items()}, open(os.path.join(sys.argv[1], f"warm-{name}.json"), "w"))
+json.dump({m: [s.tolist() for s in v] for m, v in runs.items()},
+          open(os.path.join(sys.argv[1], f"warm-{name}.json"), "w"))
