@@ -205,6 +205,14 @@ def kernel(name, expr, device):
     return _function(name, expr, _index(device))
 
 
+def forget_builds():
+    """Forget the loaded modules, their functions and the parsed signatures, so the next launch compiles (or loads
+    the cubin cache) anew under the DEFINES (and SIGNATURES) set now: a process that changes a build's defines."""
+    _module.cache_clear()
+    _function.cache_clear()
+    signature.cache_clear()
+
+
 def launch(name, expr, grid, block, args, device, shared_mem=0, pdl=False, cluster=None):
     """Launch on torch's current stream, the arguments checked and converted by the kernel's declared
     signature (launch_values); where its source declares none, tensors go as raw pointers and ints as

@@ -86,8 +86,7 @@ def main(argv=None):
     from kernels_cuda import _loader
     topk = sys.modules["kernels_cuda.topk_indices"]
     topk.DEFINES["WIDE_TRACE"] = 1  # this process's build of topk_indices.cu is the trace build
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
+    _loader.forget_builds()
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] < 9:
         sys.exit("topk_trace needs a Hopper GPU (the wide kernels' clusters)")
     device = torch.device("cuda", torch.cuda.current_device())

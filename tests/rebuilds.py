@@ -2,14 +2,7 @@
 each build (bitwise comparisons of two forms, with the ws attention kernel's skip, decode rows and synchronised call),
 and the ws attention kernels' register budget under NVRTC (no GPU)."""
 
-
-def clear_loader_caches():
-    """Forget the loader's modules, functions and parsed signatures, so the next launch compiles (or loads the cache)
-    anew under the DEFINES and SIGNATURES set now."""
-    from kernels_cuda import _loader
-    _loader._module.cache_clear()
-    _loader._function.cache_clear()
-    _loader.signature.cache_clear()
+from kernels_cuda._loader import forget_builds as clear_loader_caches  # (the tests' name for it)
 
 
 def skip_unless_ws(attn):
