@@ -1780,48 +1780,6 @@ __device__ __forceinline__ unsigned int wide_scan(unsigned int mine, int* sums, 
     return before;
 }
 
-__device__ __forceinline__ unsigned int shared_address(const void* p) {
-    return (unsigned int)__cvta_generic_to_shared(p);
-}
-
-// DSV4_TOPK_WIDE_BULK (read at import; topk_indices.py): `1` copies a cluster kernel's chunk (wide<2/4/8>, lean<8/16>:
-// one CTA an SM) to shared memory by TMA bulk copies of up to TOPK_THREADS 16-byte vectors each, one mbarrier a
-// piece, issued at once by one lane a piece; every thread converts and counts vector TOPK_THREADS p + t of piece p
-// once that piece has landed, instead of 16-byte cp.async in two commit groups. The same keys, counted in the same
-// histogram: the same bits out.
-static_assert(WIDE_BULK == 0 || WIDE_BULK == 1, "WIDE_BULK is 0 or 1");
-#define WIDE_BULK_PIECES ((MAX_CHUNK / 4 + TOPK_THREADS - 1) / TOPK_THREADS)  // pieces of a chunk at most
-static_assert(WIDE_BULK_PIECES <= 32, "a lane of warp 0 a piece");
-
-// An mbarrier of one arrival made and armed for `bytes`, then one bulk copy of `bytes` (a multiple of 16, both
-// addresses 16-byte aligned) from global memory into this CTA's shared memory that completes it (sm_90+).
-__device__ __forceinline__ void bulk_copy_armed(void* to, const void* from, unsigned int bytes,
-                                                unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-    const unsigned int b = shared_address(bar);
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(shared_address(to)), "l"(from), "r"(bytes), "r"(b) : "memory");
-#endif
-}
-
-// Wait for phase 0 of an mbarrier of this CTA, acquiring at CTA scope what completed it (a bulk copy's bytes).
-// A phase that never completes traps after ~2^22 tries (a failed launch, not a hang).
-__device__ __forceinline__ void mbarrier_wait_cta(unsigned long long* bar) {
-#if __CUDA_ARCH__ >= 900
-    const unsigned int address = shared_address(bar);
-    for (int tries = 0;; ++tries) {
-        unsigned int done;
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], 0;\n"
-                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(address) : "memory");
-        if (done) return;
-        if (tries > (1 << 22)) __trap();
-    }
-#endif
-}
-
 // The wide kernels' static shared memory, one struct so a cluster kernel's rank 0 can run a row
 // alone (wide_select<1, CLUSTER>) in the same memory. row_sum (the cluster's summed histogram) is
 // FAST_BINS words only where the kernel runs clusters.
@@ -1837,7 +1795,6 @@ struct __align__(16) WideShared {
     // this CTA's slice of the sum (peers read it); the 8-CTA kernel's sized for a row on 4 of its CTAs
     __align__(16) int slice[CLUSTER > 2 ? FAST_BINS / (CLUSTER == 8 ? 4 : CLUSTER) : 4];
     __align__(16) int row_sum[CLUSTER > 1 ? FAST_BINS : 4];
-    unsigned long long bulk[CLUSTER > 1 ? WIDE_BULK_PIECES : 1];  // WIDE_BULK's mbarriers, one a piece
 };
 
 // A peer's counts of bins first_bin .. first_bin + 3 added to before_here: bins past the threshold
@@ -2099,30 +2056,17 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 
     if (t < shift) chunk_keys[t] = 0u;
     if (t < 4 * groups - shift - m) keys[m + t] = 0u;
-    // the only global read of the row, as in topk_row
-    const int vectors = (m - head) >> 2;
-    const float4* src4 = reinterpret_cast<const float4*>(src + head);
-    uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
-#if __CUDA_ARCH__ >= 900
-    constexpr bool bulk = WIDE_BULK && SMEM > 1;  // (sizeof(s.bulk): SMEM > 1)
-#else
-    constexpr bool bulk = false;
-#endif
-    const int pieces = bulk ? (vectors + TOPK_THREADS - 1) / TOPK_THREADS : 0;  // <= WIDE_BULK_PIECES (m <= MAX_CHUNK)
-    if (bulk && t < pieces) {  // lanes of warp 0, before the barrier that shows their mbarriers to every thread
-        const int v = t * TOPK_THREADS;
-        bulk_copy_armed(keys4 + v, src4 + v, 16u * (unsigned int)min(TOPK_THREADS, vectors - v), &s.bulk[t]);
-    }
     __syncthreads();  // (also: hist is zeroed)
-    {
+    {  // the only global read of the row, as in topk_row
+        const int vectors = (m - head) >> 2;
         const int tail = head + 4 * vectors;
         const int half = (vectors + 1) >> 1;
-        if (!bulk) {
-            for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-            cp_async_commit();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
-            cp_async_commit();
-        }
+        const float4* src4 = reinterpret_cast<const float4*>(src + head);
+        uint4* keys4 = reinterpret_cast<uint4*>(keys + head);  // shift + head is 0 or 4: 16-byte aligned
+        for (int v = t; v < half; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) cp_async16(keys4 + v, src4 + v);
+        cp_async_commit();
         if (!table_staged) prefetch_table(table_row, begin, m, page_size);  // while the chunk is in flight
         else if (t <= last_page)  // volatile: issued after the chunk's copies (the contract sizes the table by seq_len)
             asm volatile("ld.global.u32 %0, [%1];" : "=r"(table_entry) : "l"(table_row + t));
@@ -2136,18 +2080,10 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
             keys[tail + t] = key;
             atomicAdd(&s.hist[coarse_bin(key)], 1);
         }
-        if (bulk) {
-            for (int p = 0; p < pieces; ++p) {  // piece p landed: its vector TOPK_THREADS p + t
-                mbarrier_wait_cta(&s.bulk[p]);
-                const int v = p * TOPK_THREADS + t;
-                if (v < vectors) coarse_keys_in_place(keys4 + v, s.hist);
-            }
-        } else {
-            cp_async_wait<1>();
-            for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-            cp_async_wait<0>();
-            for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
-        }
+        cp_async_wait<1>();
+        for (int v = t; v < half; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
+        cp_async_wait<0>();
+        for (int v = half + t; v < vectors; v += TOPK_THREADS) coarse_keys_in_place(keys4 + v, s.hist);
     }
     wide_stamp(2);  // thread 0's share of the chunk landed and counted
     int* const counts = CLUSTER > 1 ? s.row_sum : s.hist;
@@ -2454,6 +2390,9 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
 static_assert(LEAN_CUTS >= 0 && LEAN_CUTS <= 15 && (!(LEAN_CUTS & LEAN_PUSH_CANDIDATES) || (LEAN_CUTS & LEAN_PUSH_SUM)),
               "LEAN_PUSH_SUM | LEAN_PUSH_CANDIDATES (which needs LEAN_PUSH_SUM) | LEAN_ADDRESS_EARLY | LEAN_BIT_WALK");
 
+__device__ __forceinline__ unsigned int shared_address(const void* p) {
+    return (unsigned int)__cvta_generic_to_shared(p);
+}
 
 // The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address)
 __device__ __forceinline__ unsigned int peer_address(unsigned int local, unsigned int rank) {

@@ -42,10 +42,10 @@ CLUSTERS = (1, 2, 4, 8)  # 8 is the largest portable cluster
 
 
 def wide_static_shared(cluster):
-    """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34288 bytes (80 of them WIDE_BULK's
-    mbarriers, there whether or not it is on) and, from 4 CTAs, a slice of 16 KB / cluster (16 KB / 4 at 8:
-    its rows may take 4 of its CTAs, WIDE_GROUPS) (tests/test_cuda_topk.py checks it against the compiled kernels)."""
-    return 34288 + (16384 // (4 if cluster == 8 else cluster) if cluster > 2 else 16)
+    """sizeof(WideShared<cluster>) in topk_indices.cu, cluster > 1: 34208 bytes and, from 4 CTAs, a
+    slice of 16 KB / cluster (16 KB / 4 at 8: its rows may take 4 of its CTAs, WIDE_GROUPS)
+    (tests/test_cuda_topk.py checks it against the compiled kernels)."""
+    return 34208 + (16384 // (4 if cluster == 8 else cluster) if cluster > 2 else 16)
 
 
 MAX_CHUNK = 40960  # columns one CTA keeps in shared memory (160 KB of keys + 25 KB, wide: 34 KB, static)
@@ -138,11 +138,6 @@ if WIDE_WINDOW not in (0, 1):
 WIDE_TABLE = int(os.environ.get("DSV4_TOPK_WIDE_TABLE", "0"))
 if WIDE_TABLE not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
-# DSV4_TOPK_WIDE_BULK (read at import; default 0): `1` compiles the cluster kernels (wide<2/4/8>, lean<8/16>) with
-# each CTA's chunk copied to shared memory by TMA bulk copies of 16 KB (one mbarrier each, all issued at once) and
-# converted and counted piece by piece as they land, instead of 16-byte cp.async in two commit groups (session 17's
-# trace: the first phase, the chunk's load and count, is 5-9 us of a long CTA's chain). The same bits.
-WIDE_BULK = int(_loader.env_choice("DSV4_TOPK_WIDE_BULK", ("0", "1"), "0"))
 # DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels with thread 0
 # of every CTA stamping the time at each phase of its chain into the module's wide_trace array (a diagnostic build).
 TRACE = int(_loader.env_choice("DSV4_TOPK_TRACE", ("0", "1"), "0"))
@@ -183,7 +178,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            **{f"WIDE_KEPT_GROUPS_{c}": g for c, g in WIDE_KEPT_GROUPS.items()},
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
-            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE, "WIDE_BULK": WIDE_BULK,
+            "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
             "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
