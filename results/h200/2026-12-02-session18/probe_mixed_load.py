@@ -12,120 +12,27 @@ import cupy as cp
 import torch
 from cupy.cuda import nvrtc
 
+import probe_fill
 from harness import cases
 
 T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
 
-SRC = r"""
-__device__ __forceinline__ unsigned int sortable_key(float x) {
-    const unsigned int u = __float_as_uint(x);
-    const unsigned int flip = (unsigned int)((int)u >> 31) | 0x80000000u;
-    return x != x ? 0xffffffffu : u ^ flip;
-}
-__device__ __forceinline__ unsigned int coarse_bin(unsigned int key) {
-    const unsigned int negative = ~(unsigned int)((int)key >> 31);
-    const int top = (int)((key ^ negative) >> 17);
-    const int c = min(max(top - (int)(0x4000u + (111u << 6)), 0), 2047);  // FAST_CODE_LO, as topk_indices.cu
-    return 2048u + ((unsigned int)c ^ negative);
-}
-__device__ __forceinline__ unsigned int sa(const void* p) { return (unsigned int)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void wait_bar(unsigned long long* bar) {
-    for (;;) {
-        unsigned int done;
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], 0;\n"
-                     " selp.u32 %0, 1, 0, p;\n}" : "=r"(done) : "r"(sa(bar)) : "memory");
-        if (done) return;
-    }
-}
-__device__ __forceinline__ uint4 keys4(uint4 v) {
-    v.x = sortable_key(__uint_as_float(v.x)); v.y = sortable_key(__uint_as_float(v.y));
-    v.z = sortable_key(__uint_as_float(v.z)); v.w = sortable_key(__uint_as_float(v.w));
-    return v;
-}
-__device__ __forceinline__ void count4(uint4 v, int* hist) {
-    atomicAdd(&hist[coarse_bin(v.x)], 1); atomicAdd(&hist[coarse_bin(v.y)], 1);
-    atomicAdd(&hist[coarse_bin(v.z)], 1); atomicAdd(&hist[coarse_bin(v.w)], 1);
-}
-// mode: 0 cp.async only, 1 cp.async + convert, 2 cp.async + convert + count, 3 bulk only, 4 bulk + convert,
-// 5 bulk + convert + count, 6 registers + count, 7 registers + keys stored + count
-template <int CLUSTER>
+# probe_fill's kernel with each CTA's chunk (offset, columns) from `where`, and entry points as plain CTAs and as
+# 8-CTA clusters (calls 3, 5 and 6 ran this text written out; folded since onto probe_fill's source, which also
+# carries its mode 8: the same code for the modes here, 0 and 2)
+SRC = (probe_fill.SRC
+       .replace("""extern "C" __global__ void __launch_bounds__(1024, 1) fill(const float* in, int n, int mode,
+                                                           unsigned long long* out, unsigned int* sink) {""",
+                """template <int CLUSTER>
 __device__ __forceinline__ void fill_body(const float* in, const long long* where, int mode, unsigned long long* out,
-                                          unsigned int* sink) {
-    extern __shared__ __align__(16) unsigned int sm[];
-    __shared__ int hist[4096];
-    __shared__ __align__(8) unsigned long long bars[16];
-    const int t = threadIdx.x;
-    for (int i = t; i < 4096; i += 1024) hist[i] = 0;
-    const long long offset = where[2 * blockIdx.x];
+                                          unsigned int* sink) {""")
+       .replace("""    const uint4* src = reinterpret_cast<const uint4*>(in + (size_t)blockIdx.x * n);""",
+                """    const long long offset = where[2 * blockIdx.x];
     const int n = (int)where[2 * blockIdx.x + 1];
-    const uint4* src = reinterpret_cast<const uint4*>(in + offset);
-    uint4* dst = reinterpret_cast<uint4*>(sm);
-    const int vectors = n / 4, pieces = (vectors + 1023) / 1024, half = (vectors + 1) / 2;
-    __syncthreads();
-    const unsigned long long c0 = clock64();
-    unsigned int acc = 0;
-    if (mode <= 2) {
-        for (int v = t; v < half; v += 1024)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa(dst + v)), "l"(src + v));
-        asm volatile("cp.async.commit_group;");
-        for (int v = half + t; v < vectors; v += 1024)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa(dst + v)), "l"(src + v));
-        asm volatile("cp.async.commit_group;");
-        asm volatile("cp.async.wait_group 1;" ::: "memory");
-        for (int v = t; v < half; v += 1024) {
-            if (mode >= 1) { uint4 k = keys4(dst[v]); dst[v] = k; if (mode == 2) count4(k, hist); }
-        }
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-        for (int v = half + t; v < vectors; v += 1024) {
-            if (mode >= 1) { uint4 k = keys4(dst[v]); dst[v] = k; if (mode == 2) count4(k, hist); }
-        }
-    } else if (mode <= 5) {
-        if (t < pieces) {
-            const unsigned int b = sa(&bars[t]);
-            const unsigned int bytes = 16u * (unsigned int)min(1024, vectors - 1024 * t);
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b) : "memory");
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-            asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;"
-                         ::"r"(b), "r"(bytes) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(sa(dst + 1024 * t)), "l"(src + 1024 * t), "r"(bytes), "r"(b) : "memory");
-        }
-        __syncthreads();
-        for (int p = 0; p < pieces; ++p) {
-            wait_bar(&bars[p]);
-            const int v = 1024 * p + t;
-            if (mode >= 4 && v < vectors) { uint4 k = keys4(dst[v]); dst[v] = k; if (mode == 5) count4(k, hist); }
-        }
-    } else {
-        uint4 r[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int v = t + 1024 * i;
-            r[i] = v < vectors ? __ldcg(src + v) : make_uint4(0, 0, 0, 0);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const int v = t + 1024 * i;
-            if (v < vectors) {
-                const uint4 k = keys4(r[i]);
-                if (mode == 7) dst[v] = k;
-                count4(k, hist);
-                acc ^= k.x;
-            }
-        }
-    }
-    __syncthreads();
-    const unsigned long long c1 = clock64();
-    if ((mode == 0 || mode == 3) && vectors > 1024) acc = dst[t].x ^ dst[vectors - 1 - t].y;
-    acc ^= hist[t];
-    if (acc == 0x12345678u) sink[0] = acc;
-    if (t == 0) {
-        unsigned int smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        out[2 * blockIdx.x] = c1 - c0;
-        out[2 * blockIdx.x + 1] = smid;
-    }
-}
+    const uint4* src = reinterpret_cast<const uint4*>(in + offset);""")
+       .replace("""    if (mode == 0 || mode == 3) acc = dst[t].x ^ dst[vectors - 1 - t].y;""",
+                """    if ((mode == 0 || mode == 3) && vectors > 1024) acc = dst[t].x ^ dst[vectors - 1 - t].y;""")
+       + """
 extern "C" __global__ void __launch_bounds__(1024, 1) fill(const float* in, const long long* where, int mode,
                                                            unsigned long long* out, unsigned int* sink) {
     fill_body<1>(in, where, mode, out, sink);
@@ -134,7 +41,8 @@ extern "C" __global__ void __cluster_dims__(8, 1, 1) __launch_bounds__(1024, 1)
     fill8(const float* in, const long long* where, int mode, unsigned long long* out, unsigned int* sink) {
     fill_body<8>(in, where, mode, out, sink);
 }
-"""
+""")
+assert "fill_body<8>" in SRC and "where[2 * blockIdx.x]" in SRC
 
 
 def chunks(lens, k=512):
