@@ -2276,9 +2276,12 @@ __device__ __forceinline__ void wide_select(const float* __restrict__ row, int n
 // split in the same c chunks by the same code, so planned and unplanned calls write the same bits.
 // The groups of one cluster meet at every cluster barrier (a barrier waits for the non-exited threads
 // of the whole cluster), each reading and writing only its own CTAs' shared memory.
+// least: the fewest CTAs a row past up_to takes, 2 or 4 (topk_indices.py's row_ctas: WIDE_MIN_ROW_CTAS for the wide
+// kernels, DSV4_TOPK_MIN_ROW_CTAS; WIDE16_MIN_ROW_CTAS for wide16, whose SASS at 32 registers stays as it was)
+static_assert((WIDE_MIN_ROW_CTAS == 2 || WIDE_MIN_ROW_CTAS == 4) && WIDE16_MIN_ROW_CTAS == 2, "2 or 4 CTAs");
 template <int CLUSTER>
-__device__ __forceinline__ int row_ctas(int n, int up_to) {
-    int c = 2;
+__device__ __forceinline__ int row_ctas(int n, int up_to, int least) {
+    int c = least < CLUSTER ? least : CLUSTER;
     while (c < CLUSTER && (((n + c - 1) / c + 3) & ~3) > up_to) c <<= 1;
     return c;
 }
@@ -2327,7 +2330,7 @@ __device__ __forceinline__ void topk_row_wide(const float* __restrict__ logits, 
     }
     if constexpr (CLUSTER >= 4) {  // wide<2>'s rows take 2 CTAs whatever the option
         if (options & WIDE_GROUPS) {
-            const int c = row_ctas<CLUSTER>(n, solo_up_to);  // the same in every CTA of the row
+            const int c = row_ctas<CLUSTER>(n, solo_up_to, WIDE_MIN_ROW_CTAS);  // the same in every CTA of the row
             if (!planned && rank >= c) return;                // before any barrier
             const int in_row = rank & (c - 1), base = rank - in_row;
             if (c == 2) {
@@ -3269,7 +3272,7 @@ __device__ __forceinline__ void topk_row_wide16(const float* __restrict__ logits
         return;
     }
     if (options & WIDE_GROUPS) {
-        const int c = row_ctas<CLUSTER>(n, solo_up_to);
+        const int c = row_ctas<CLUSTER>(n, solo_up_to, WIDE16_MIN_ROW_CTAS);
         if (!planned && rank >= c) return;
         if (c == 2) {
             wide16_select<2, CLUSTER>(logits, columns, out, page_table, table_stride, k, page_size, options, s, r, n);

@@ -145,6 +145,13 @@ TRACE_CTAS, TRACE_PHASES = 8192, 10  # wide_trace[CTA][phase][(ns, cycles)]: 9 p
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
 # rank 0 alone (no cluster barrier; the other CTAs exit at once): rows the fast kernel would take.
 SOLO_COLUMNS = 16384
+# DSV4_TOPK_MIN_ROW_CTAS (read at import; default 4 since session 20, 2 the A/B): the fewest CTAs a row past the solo
+# bound takes in a WIDE_GROUPS launch of 4 or 8 CTAs (row_ctas). At 4 the mixed bench batch's ~66K rows run on 4 CTAs
+# of ~16.5K columns instead of 2 of ~33K (18 places, not 17): on the H100 (session 20, call 4) 23.2 / 23.0 -> 22.4 /
+# 22.5 us (k 1024 23.7 / 23.9 -> 23.3 / 22.8) beside SGLang's 23.1 (23.5). Only mixed batches have such rows (a
+# uniform batch of them runs wide<2>). wide16 keeps 2 (WIDE16_MIN_ROW_CTAS: its SASS at 32 registers as it was).
+MIN_ROW_CTAS = int(_loader.env_choice("DSV4_TOPK_MIN_ROW_CTAS", ("2", "4"), "4"))
+WIDE16_MIN_ROW_CTAS = 2
 # the wide kernels' options (bits of their last argument)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
 # DSV4_TOPK_LEAN (read at import; default 8r, 0 = off: wide<8> as before): a few long rows (1 x 65536) in
@@ -179,7 +186,8 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
            **{f"FAST_CTAS_PER_SM_{v}": FAST_CTAS_PER_SM[v] for v in FAST_VECS}, "FAST_CUTS": FAST_CUTS,
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
             "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
-            "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES}
+            "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES,
+           "WIDE_MIN_ROW_CTAS": MIN_ROW_CTAS, "WIDE16_MIN_ROW_CTAS": WIDE16_MIN_ROW_CTAS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
@@ -330,10 +338,11 @@ def _non_portable(kernel, device):
 _non_portable_set = {}  # kernel pointer -> (function, 0): the ones _non_portable has set up
 
 
-def row_ctas(n, cluster, up_to):
+def row_ctas(n, cluster, up_to, least=None):
     """CTAs of a row of seq_len n past `up_to` in a WIDE_GROUPS launch of `cluster` CTAs (row_ctas in
-    topk_indices.cu): the fewest, a power of two from 2 up to cluster, whose chunks are <= up_to."""
-    c = 2
+    topk_indices.cu): the fewest, a power of two from `least` (MIN_ROW_CTAS unless given; wide16's is
+    WIDE16_MIN_ROW_CTAS) up to cluster, whose chunks are <= up_to."""
+    c = min(MIN_ROW_CTAS if least is None else least, cluster)
     while c < cluster and chunk_columns(n, c) > up_to:
         c *= 2
     return c
@@ -441,7 +450,7 @@ def wide16_launch(batch, columns, aligned, sms, options, groups_bound):
     WIDE_GROUPS, with the default bound, and sum by reduce-scatter), or None where it does not apply:
     rows 16-byte aligned, wider than LONG_MIN_COLUMNS, chunks within WIDE16_CHUNK, and more CTAs than
     one an SM (fewer rows run one CTA an SM already). Its rows <= WIDE16_CHUNK go to rank 0 alone,
-    longer ones to row_ctas(n, 8, WIDE16_CHUNK) CTAs; the shared memory holds 2 bytes a column."""
+    longer ones to row_ctas(n, 8, WIDE16_CHUNK, WIDE16_MIN_ROW_CTAS) CTAs; the shared memory holds 2 bytes a column."""
     cluster = 8
     chunk = chunk_columns(columns, cluster)
     if (not aligned or columns <= LONG_MIN_COLUMNS or chunk > WIDE16_CHUNK or batch * cluster <= sms
@@ -520,18 +529,18 @@ def _max_active_clusters(kernel, shared, device_index):
 PLANNED_KERNELS = ("dsv4_topk_indices_wide<", "dsv4_topk_indices_wide16<")
 
 
-def work_list(lens, cluster, solo_up_to, k, groups=False):
+def work_list(lens, cluster, solo_up_to, k, groups=False, least=None):
     """The plan's [places, cluster] rows (-1: none). A row takes c CTAs: 1 up to max(solo_up_to, k),
     else the cluster (row_ctas with `groups`); rows of the same c are packed cluster / c a place, c
     consecutive entries each (a long row at 8 of 8 fills its place), longest first; places in
     decreasing order of the columns one of their CTAs holds (a row's chunk at its c, a solo row's
     length, 0 for a copy; ties by first row), so the longest finish under the rest (longest
-    processing time first; every place pays the same fixed chain)."""
+    processing time first; every place pays the same fixed chain). least: row_ctas's (the kernel's)."""
     alone = max(solo_up_to, k)
     lens = [int(n) for n in lens]
     by_ctas = {}  # c -> [(columns a CTA holds, row)]
     for b, n in enumerate(lens):
-        c = 1 if n <= alone else row_ctas(n, cluster, solo_up_to) if groups else cluster
+        c = 1 if n <= alone else row_ctas(n, cluster, solo_up_to, least) if groups else cluster
         by_ctas.setdefault(c, []).append((chunk_columns(n, c) if c > 1 else n if n > k else 0, b))
     places = []
     for c, rows in by_ctas.items():
@@ -569,7 +578,8 @@ def plan_route(lens, k, sms, clusters, env=os.environ):
     if skip_up_to != -1:
         return None
     groups = bool(options & WIDE_GROUPS)
-    return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups)
+    least = WIDE16_MIN_ROW_CTAS if runs[0][0].startswith("dsv4_topk_indices_wide16<") else None
+    return (cluster, solo_up_to, groups), work_list(lens, cluster, solo_up_to, k, groups, least)
 
 
 def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
@@ -590,13 +600,13 @@ def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
     if skip_up_to != -1 or solo_up_to != MAX_CHUNK or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM:
         return None  # (the default's launch only: the groups' bound, the reduce-scatter)
 
-    def ctas(n, up_to):  # topk_row_wide's CTAs of a row: 0 a copy, 1 rank 0 alone, else row_ctas
-        return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to)
+    def ctas(n, up_to, least=None):  # topk_row_wide's CTAs of a row: 0 a copy, 1 rank 0 alone, else row_ctas
+        return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to, least)
 
     wide = [ctas(int(n), solo_up_to) for n in lens]
     if sum(c for c in wide if c > 1) <= sms:
         return None
-    if choice == "wide16" and any(ctas(int(n), WIDE16_CHUNK) != c for n, c in zip(lens, wide)):
+    if choice == "wide16" and any(ctas(int(n), WIDE16_CHUNK, WIDE16_MIN_ROW_CTAS) != c for n, c in zip(lens, wide)):
         return None
     if choice == "twin" and any(c not in (0, 8) for c in wide):
         return None

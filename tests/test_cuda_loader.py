@@ -266,7 +266,7 @@ def test_topk_launches_what_its_kernels_declare(monkeypatch, choice, seq_lens, c
 @pytest.mark.parametrize("route", ["plan", "device"])
 def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route):
     # the real planner and wrapper on CPU tensors up to the launch (Hopper's 132 SMs stubbed):
-    # b64-mixed-to-262144 with its plan is one wide<8> launch of 17 places (rows sized by their length,
+    # b64-mixed-to-262144 with its plan is one wide<8> launch of 18 places (rows sized by their length,
     # those of the same CTA count packed) reading the plan's work list; DSV4_TOPK_ROUTE=device, or no
     # plan, the device routing's 64 places and no work list
     from harness import contract, inputs
@@ -292,9 +292,9 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     assert whole["launch"] == (8, 16384) and not whole["groups"] and whole["places"] == 35
     monkeypatch.delenv("DSV4_TOPK_GROUPS")  # the default: rows sized by their length
     plan = topk.topk_indices_plan(seq_lens, page_table, k=512, page_size=64)
-    assert plan["launch"] == (8, 40960) and plan["groups"] and plan["places"] == 17
-    assert plan["work"].shape == (17 * 8 * 2,)
-    work = plan["work"].view(17, 8, 2)  # (row, seq_len) a CTA
+    assert plan["launch"] == (8, 40960) and plan["groups"] and plan["places"] == 18  # (the ~66K rows on 4 CTAs)
+    assert plan["work"].shape == (18 * 8 * 2,)
+    work = plan["work"].view(18, 8, 2)  # (row, seq_len) a CTA
     rows = work[..., 0].tolist()
     assert sorted(b for place in rows for b in set(place) if b >= 0) == list(range(64))  # each row in one place
     taken = work[..., 0] >= 0
@@ -303,7 +303,7 @@ def test_topk_plan_launches_the_mixed_batch_as_packed_places(monkeypatch, route)
     x.call(topk.topk_indices, validate=False)
     planned, unplanned = launched
     assert planned[0] == unplanned[0] == "dsv4_topk_indices_wide<8>"
-    assert planned[1] == ((8, 17) if route == "plan" else (8, 64)) and unplanned[1] == (8, 64)
+    assert planned[1] == ((8, 18) if route == "plan" else (8, 64)) and unplanned[1] == (8, 64)
     assert (planned[2] is plan["work"]) == (route == "plan") and unplanned[2] is None
     for expr, _, _, values in launched:
         assert len(values) == len(_loader.signature("topk_indices.cu", expr))

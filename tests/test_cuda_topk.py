@@ -577,16 +577,18 @@ def test_the_early_trigger_is_a_bit_of_the_one_wave_cluster_launches_only():
 
 
 def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
-    # the mixed bench batch at 8 CTAs, bound 40960: 17K and 34K rows alone, 66K on 2, 132K on 4, 262144 on 8
+    # the mixed bench batch at 8 CTAs, bound 40960: 17K and 34K rows alone, 66K and 132K on 4 (66K: MIN_ROW_CTAS 4,
+    # the default; on 2 at 2), 262144 on 8
     (kernel, grid, shared, _, (_, up_to, options, _)), = T.launches(64, 262144, True, *H200, groups=True)
     assert up_to == 40960 and options & T.WIDE_GROUPS
     ctas = {n: 1 if n <= up_to else T.row_ctas(n, 8, up_to) for n in MIXED if n > 512}
     assert {n for n, c in ctas.items() if c == 1} == {n for n in MIXED if 512 < n <= 34840}
-    assert {c for n, c in ctas.items() if 65795 <= n <= 67645} == {2}
+    assert T.MIN_ROW_CTAS == 4 and {c for n, c in ctas.items() if 65795 <= n <= 67645} == {4}
+    assert {T.row_ctas(n, 8, up_to, least=2) for n in ctas if 65795 <= n <= 67645} == {2}
     assert {c for n, c in ctas.items() if 131368 <= n <= 133218} == {4}
     assert ctas[262144] == 8
     for n, c in ctas.items():  # the fewest: one step fewer would not fit
-        assert T.chunk_columns(n, c) <= up_to and (c <= 2 or T.chunk_columns(n, c // 2) > up_to)
+        assert T.chunk_columns(n, c) <= up_to and (c <= T.MIN_ROW_CTAS or T.chunk_columns(n, c // 2) > up_to)
     assert T.row_ctas(10 ** 6, 8, up_to) == 8  # never past the cluster
     # DSV4_TOPK_GROUPS_BOUND: another bound (a multiple of 4, at most MAX_CHUNK), the buffer sized for it
     for bound, expected in [(32768, 32768), (30001, 30000), (10 ** 6, T.MAX_CHUNK)]:
@@ -606,8 +608,8 @@ def test_the_topk_plan_packs_rows_of_the_same_cta_count_and_writes_each_row_as_t
     assert planned == rows_written(MIXED, k, cluster, up_to, groups=groups) and sorted(planned) == list(range(64))
     ctas = [{len(planned[b]) if planned[b][0][0] == "cluster" else 1 for b in rows if b >= 0} for rows in work]
     assert all(len(c) == 1 for c in ctas)  # one CTA count a place
-    # 6 rows on 8, 6 on 4 (two a place), 6 on 2 (four a place), 46 alone or copies (eight a place)
-    assert sorted(c for (c,) in ctas) == [1] * 6 + [2] * 2 + [4] * 3 + [8] * 6 and len(work) == 17
+    # 6 rows on 8, 12 on 4 (two a place: the 132K rows and the 66K ones), 46 alone or copies (eight a place)
+    assert sorted(c for (c,) in ctas) == [1] * 6 + [4] * 6 + [8] * 6 and len(work) == 18
     cost = [T.chunk_columns(MIXED[r[0]], c) if c > 1 else MIXED[r[0]] for r, (c,) in zip(work, ctas)]
     assert cost == sorted(cost, reverse=True)  # longest first
 
@@ -706,7 +708,7 @@ def test_the_wide_kernels_slots_on_the_gpu_are_the_models_in_order(monkeypatch, 
 @pytest.mark.parametrize("planned", [False, True])
 def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypatch, planned):
     # WIDE_GROUPS (the default) on the mixed bench lengths (and a few more): every row's slots, order
-    # included, as wide_model places it on row_ctas CTAs of the 8-CTA kernel (a row on 2 or 4 CTAs
+    # included, as wide_model places it on row_ctas CTAs of the 8-CTA kernel (a row on 4 CTAs, or 2 at MIN_ROW_CTAS 2,
     # at ranks base .. base + c - 1 of a cluster, with the plan beside other rows); identity page table
     import torch
     monkeypatch.setenv("DSV4_TOPK_GROUPS", "1")
@@ -732,7 +734,7 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
         if expected is not None:
             modelled.add(c)
             assert np.array_equal(out[b], expected), (b, n, c)
-    assert modelled == {1, 2, 4, 8}
+    assert modelled == {1, T.MIN_ROW_CTAS, 4, 8}  # (rows on 2 CTAs only at DSV4_TOPK_MIN_ROW_CTAS=2)
 
 
 @pytest.mark.gpu
@@ -799,7 +801,7 @@ def test_a_wide16_plan_sizes_rows_by_the_16_bit_buffer_and_never_fits_a_wide_cal
     env = {"DSV4_TOPK_LONG": "wide16"}
     (cluster, up_to, groups), work = T.plan_route(MIXED, 512, *H200, env=env)
     assert (cluster, up_to, groups) == (8, T.WIDE16_CHUNK, True)
-    assert work == T.work_list(MIXED, 8, T.WIDE16_CHUNK, 512, True)
+    assert work == T.work_list(MIXED, 8, T.WIDE16_CHUNK, 512, True, T.WIDE16_MIN_ROW_CTAS)
     (_, wide_up_to, _), _ = T.plan_route(MIXED, 512, *H200)
     assert wide_up_to != up_to  # _planned compares (cluster, solo bound): a plan of one never runs the other
     # every row of a wide16 launch fits its buffer: rank 0 alone up to the bound, else chunks within it

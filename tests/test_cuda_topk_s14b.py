@@ -32,11 +32,11 @@ def test_the_switches_are_off_by_default_and_move_no_launch():
     assert T.DEFINES["WIDE_WINDOW"] == T.WIDE_WINDOW and T.DEFINES["WIDE_TABLE"] == T.WIDE_TABLE
     assert T.WIDE_WINDOW in (0, 1) and T.WIDE_TABLE in (0, 1)
     # a compile-time form of the same kernels: the launches and the plan's work list are the switch's own business
-    # nowhere (wide<8> with rows sized by length, the plan's 17 places for the mixed batch)
+    # nowhere (wide<8> with rows sized by length, the plan's 18 places for the mixed batch)
     (kernel, grid, _, _, extra), = T.launches(64, 262144, True, *H200)
     assert kernel == "dsv4_topk_indices_wide<8>" and grid == (8, 64) and extra[1] == T.MAX_CHUNK
     (cluster, solo_up_to, groups), rows = T.plan_route(MIXED_64, 512, *H200)
-    assert (cluster, solo_up_to, groups) == (8, T.MAX_CHUNK, True) and len(rows) == 17
+    assert (cluster, solo_up_to, groups) == (8, T.MAX_CHUNK, True) and len(rows) == 18
     assert T.long_plan(MIXED_64, 512, *H200) is None  # the mixed batch stays on wide<8>
     for lens in BATCHES.values():  # the GPU test's batches: each a planned wide<8> launch of fewer places than rows
         (cluster, solo_up_to, groups), rows = T.plan_route(lens, 512, *H200)
