@@ -824,8 +824,8 @@ def test_wide16_fits_two_ctas_an_sm(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["normal", "ties", "equal", "neg_inf", "k2048"])
 def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
-    # The same rows on the same CTAs as wide<8> (lengths where both bounds give the same row_ctas: not in
-    # (36864, 40960], (73728, 81920], (147456, 163840]), so the same bits, order included: the ranked
+    # The same rows on the same CTAs as wide<8> (lengths where both bounds and least CTAs give the same row_ctas: not
+    # in (36864, 73728] or (147456, 163840], asserted first), so the same bits, order included: the ranked
     # path, the heavy ties' radix and column-order walk (few distinct values, all equal), -inf inside
     # rows, garbage past seq_len; planned = unplanned; and the k largest (the harness's tie rule)
     import torch
@@ -833,8 +833,13 @@ def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
     from harness import comparators, inputs
     from kernels_torch.topk_indices import topk_indices as torch_topk
     k = 2048 if variant == "k2048" else 512
-    lens = [262144, 262143, 262141, 200001, 147456, 131073, 73728, 70001, 65536, 36864, 34840, 16385, 4097,
+    lens = [262144, 262143, 262141, 200001, 147456, 131073, 100001, 81920, 73729, 36864, 34840, 16385, 4097,
             k + 1, k, 7, 0] + MIXED[:7]
+
+    def ctas(n, up_to, least=None):  # topk_row_wide's and topk_row_wide16's CTAs of a row
+        return 0 if n <= k else 1 if n <= up_to else T.row_ctas(n, 8, up_to, least)
+
+    assert all(ctas(n, T.MAX_CHUNK) == ctas(n, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS) for n in lens)
     options = {"ties": dict(distinct=3), "equal": dict(distinct=1), "neg_inf": dict(neg_inf_inside=100000)}
     x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=16, device="cuda", tail="garbage",
                            **options.get(variant, {}))
