@@ -348,6 +348,12 @@ def row_ctas(n, cluster, up_to, least=None):
     return c
 
 
+def wide8_row_ctas(n, k, up_to, least=None):
+    """topk_row_wide<8>'s (or, with wide16's bound and least, topk_row_wide16<8>'s) CTAs of a row of seq_len n in a
+    WIDE_GROUPS launch: 0 a copy, 1 rank 0 alone, else row_ctas."""
+    return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to, least)
+
+
 def groups_up_to(batch, columns, cluster, sms, clusters):
     """The longest chunk a WIDE_GROUPS launch gives a row's CTA (its solo bound too): MAX_CHUNK where the
     grid is more than a wave and its cluster size the fewest whose chunks fit (as few CTAs a row as the
@@ -599,14 +605,11 @@ def long_plan(lens, k, sms, clusters, choice=None, env=os.environ):
     skip_up_to, solo_up_to, options, _ = runs[0][4]
     if skip_up_to != -1 or solo_up_to != MAX_CHUNK or not options & WIDE_GROUPS or options & WIDE_DIRECT_SUM:
         return None  # (the default's launch only: the groups' bound, the reduce-scatter)
-
-    def ctas(n, up_to, least=None):  # topk_row_wide's CTAs of a row: 0 a copy, 1 rank 0 alone, else row_ctas
-        return 0 if n <= k else 1 if n <= up_to else row_ctas(n, 8, up_to, least)
-
-    wide = [ctas(int(n), solo_up_to) for n in lens]
+    wide = [wide8_row_ctas(int(n), k, solo_up_to) for n in lens]
     if sum(c for c in wide if c > 1) <= sms:
         return None
-    if choice == "wide16" and any(ctas(int(n), WIDE16_CHUNK, WIDE16_MIN_ROW_CTAS) != c for n, c in zip(lens, wide)):
+    if choice == "wide16" and any(wide8_row_ctas(int(n), k, WIDE16_CHUNK, WIDE16_MIN_ROW_CTAS) != c
+                                  for n, c in zip(lens, wide)):
         return None
     if choice == "twin" and any(c not in (0, 8) for c in wide):
         return None

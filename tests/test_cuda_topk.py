@@ -835,11 +835,8 @@ def test_wide16_writes_the_wide_kernels_bits(monkeypatch, variant):
     k = 2048 if variant == "k2048" else 512
     lens = [262144, 262143, 262141, 200001, 147456, 131073, 100001, 81920, 73729, 36864, 34840, 16385, 4097,
             k + 1, k, 7, 0] + MIXED[:7]
-
-    def ctas(n, up_to, least=None):  # topk_row_wide's and topk_row_wide16's CTAs of a row
-        return 0 if n <= k else 1 if n <= up_to else T.row_ctas(n, 8, up_to, least)
-
-    assert all(ctas(n, T.MAX_CHUNK) == ctas(n, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS) for n in lens)
+    assert all(T.wide8_row_ctas(n, k, T.MAX_CHUNK) == T.wide8_row_ctas(n, k, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS)
+               for n in lens)
     options = {"ties": dict(distinct=3), "equal": dict(distinct=1), "neg_inf": dict(neg_inf_inside=100000)}
     x = inputs.topk_inputs(seq_lens=lens, columns=262144, k=k, page_size=64, seed=16, device="cuda", tail="garbage",
                            **options.get(variant, {}))

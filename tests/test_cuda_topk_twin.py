@@ -19,8 +19,8 @@ LONG = [262144] * 64  # the bench's b64-262144
 
 
 def wide8_ctas(n, k, up_to=T.MAX_CHUNK, least=None):
-    """topk_row_wide<8>'s CTAs of a row (WIDE_GROUPS): 0 a copy, 1 rank 0 alone, else row_ctas (least: wide16's)."""
-    return 0 if n <= k else 1 if n <= up_to else T.row_ctas(n, 8, up_to, least)
+    """T.wide8_row_ctas at wide<8>'s bound unless given."""
+    return T.wide8_row_ctas(n, k, up_to, least)
 
 
 @pytest.mark.parametrize("choice", ["wide16", "twin"])
