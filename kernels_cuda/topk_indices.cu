@@ -1663,9 +1663,10 @@ static_assert(WIDE_FOLD > 0 && WIDE_DIRECT_SUM > 0 && WIDE_GROUPS > 0 && WIDE_EA
                      == WIDE_FOLD + WIDE_DIRECT_SUM + WIDE_GROUPS + WIDE_EARLY,
               "four distinct bits");
 
-// DSV4_TOPK_WIDE_WINDOW (read at import; default 0; docs/topk-s14b.md): wide_select's rows on 2 or more CTAs take
-// the row's threshold and each CTA's counts before it from the window of the peers' bins (lean_window_bounds /
-// lean_window_threshold, LEAN_WINDOW's) instead of the reduce-scatter, all-gather and fold: the same bits.
+// DSV4_TOPK_WIDE_WINDOW (read at import; default 1 since session 21; docs/topk-s14b.md): wide_select's rows on 2 or
+// more CTAs take the row's threshold and each CTA's counts before it from the window of the peers' bins
+// (lean_window_bounds / lean_window_threshold, LEAN_WINDOW's) instead of the reduce-scatter, all-gather and fold: the
+// same bits.
 static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
 // DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): a row selected alone in wide<4> / wide<8> maps
 // its write-out through its page-table entries staged in shared memory during the load (see wide_select)
@@ -2026,10 +2027,18 @@ __device__ __forceinline__ bool lean_window_threshold(WideShared<SMEM>& s, int k
 
 // One row (seq_len n > k) by CLUSTER CTAs (this one is `rank` of them: cluster rank base + rank); SMEM:
 // the kernel's WideShared (and its cluster size, >= CLUSTER).
+// sm_100: a call, not inlined. wide<8> inlines four copies (1, 2, 4 and 8 CTAs a row); with the window's
+// (WIDE_WINDOW) NVRTC 13.5 spills two of the kernel's registers across them there at the 64-register bound. Called,
+// each copy is a leaf of its own allocation (no stack, no spill). Hopper, where it is measured, inlines them.
+#if __CUDA_ARCH__ >= 1000
+#define WIDE_SELECT_INLINE __noinline__
+#else
+#define WIDE_SELECT_INLINE __forceinline__
+#endif
 template <int CLUSTER, int SMEM>
-__device__ __forceinline__ void wide_select(const float* __restrict__ row, int n, int rank, int* __restrict__ out_row,
-                                            const int* __restrict__ table_row, int k, int page_size, int options,
-                                            WideShared<SMEM>& s, int base = 0) {
+__device__ WIDE_SELECT_INLINE void wide_select(const float* __restrict__ row, int n, int rank,
+                                               int* __restrict__ out_row, const int* __restrict__ table_row, int k,
+                                               int page_size, int options, WideShared<SMEM>& s, int base = 0) {
     const bool fold = options & WIDE_FOLD, direct = options & WIDE_DIRECT_SUM;
     extern __shared__ __align__(16) unsigned int chunk_keys[];  // chunk length + 4 words (alignment shift)
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;

@@ -123,12 +123,15 @@ LEAN_FORM = _loader.env_choice("DSV4_TOPK_LEAN_FORM", LEAN_FORMS, "window")
 if LEAN_FORM == "window" and LEAN_CUTS & 1:
     raise ValueError(f"DSV4_TOPK_LEAN_CUTS={LEAN_CUTS} pushes the sums that DSV4_TOPK_LEAN_FORM=window replaces: "
                      "set DSV4_TOPK_LEAN_FORM=sums with it")
-# DSV4_TOPK_WIDE_WINDOW (read at import; default 0; docs/topk-s14b.md): `1` compiles the wide kernels (wide<2/4/8>,
-# lean<8/16>) with a row on 2 or more CTAs taking its threshold, and each CTA the counts before it, from a window of
-# the peers' bins (LEAN_FORM=window's lean_window_bounds / lean_window_threshold, with the row's base rank) instead
-# of the histograms' reduce-scatter, all-gather and fold: one cluster barrier and ~3 DSMEM round trips fewer on an
-# 8-CTA row's chain (b64-mixed-to-262144's 262144 and 131072 rows); the same bits out.
-WIDE_WINDOW = int(os.environ.get("DSV4_TOPK_WIDE_WINDOW", "0"))
+# DSV4_TOPK_WIDE_WINDOW (read at import; default 1 since session 21, 0 the A/B; docs/topk-s14b.md): `1` compiles the
+# wide kernels (wide<2/4/8>, lean<8/16>) with a row on 2 or more CTAs taking its threshold, and each CTA the counts
+# before it, from a window of the peers' bins (LEAN_FORM=window's lean_window_bounds / lean_window_threshold, with the
+# row's base rank) instead of the histograms' reduce-scatter, all-gather and fold: one cluster barrier and ~3 DSMEM
+# round trips fewer on an 8-CTA row's chain (b64-mixed-to-262144's 262144 and 131072 rows); the same bits out. Slower
+# in session 14 with the mixed batch's ~66K rows on 2 CTAs; with them on 4 (MIN_ROW_CTAS) the mixed batch 22.5 -> 20.9
+# / 21.2 us on the H100 (k1024 23.0 -> 21.7 / 21.7; session 20, calls 5-6). On sm_100 wide_select is called, not
+# inlined (NVRTC 13.5 spilled wide<8> under the window there).
+WIDE_WINDOW = int(os.environ.get("DSV4_TOPK_WIDE_WINDOW", "1"))
 if WIDE_WINDOW not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_WINDOW={WIDE_WINDOW}: 0 or 1")
 # DSV4_TOPK_WIDE_TABLE (read at import; default 0; docs/topk-s14b.md): `1` compiles wide<4> / wide<8> with a row that

@@ -2,11 +2,12 @@
 threshold and each CTA's counts before it from the window of the peers' bins (lean_regs' window form, at the row's
 base rank) instead of the reduce-scatter, all-gather and fold. DSV4_TOPK_WIDE_TABLE: wide<4> / wide<8>'s rows
 selected alone map their write-out through their page-table entries staged in shared memory during the load. Here:
-both are off by default and leave the routing and the plan alone; under them the wide kernels compile within one CTA
-an SM; on the GPU, the mixed bench batch (b64-mixed-to-262144) and other mixed-length batches, planned and not, under
-each switch and both, bitwise the default build's."""
+the window is on by default (since session 21) and the table off, and neither moves the routing or the plan; under
+them the wide kernels compile within one CTA an SM; on the GPU, the mixed bench batch (b64-mixed-to-262144) and
+other mixed-length batches, planned and not, under each switch and both, bitwise the default build's."""
 
 import importlib
+import os
 
 import pytest
 from tests.rebuilds import clear_loader_caches
@@ -28,9 +29,11 @@ BATCHES = {
 }
 
 
-def test_the_switches_are_off_by_default_and_move_no_launch():
+def test_the_window_is_on_and_the_table_off_by_default_and_neither_moves_a_launch():
     assert T.DEFINES["WIDE_WINDOW"] == T.WIDE_WINDOW and T.DEFINES["WIDE_TABLE"] == T.WIDE_TABLE
-    assert T.WIDE_WINDOW in (0, 1) and T.WIDE_TABLE in (0, 1)
+    for name, value, default in [("DSV4_TOPK_WIDE_WINDOW", T.WIDE_WINDOW, 1),
+                                 ("DSV4_TOPK_WIDE_TABLE", T.WIDE_TABLE, 0)]:
+        assert value == int(os.environ.get(name, default)), name  # (read at import)
     # a compile-time form of the same kernels: the launches and the plan's work list are the switch's own business
     # nowhere (wide<8> with rows sized by length, the plan's 18 places for the mixed batch)
     (kernel, grid, _, _, extra), = T.launches(64, 262144, True, *H200)
