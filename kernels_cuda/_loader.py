@@ -39,7 +39,7 @@ KERNELS = {
                        + ["dsv4_topk_indices_wide1"] + [f"dsv4_topk_indices_wide<{c}>" for c in (2, 4, 8)]
                        + ["dsv4_topk_indices_wide16<8>"] + [f"dsv4_topk_indices_lean<{c}>" for c in (8, 16)]
                        + [f"dsv4_topk_indices_lean_regs<{c}, {v}>" for c, v in ((16, 1), (8, 2), (2, 2))]
-                       + [f"dsv4_topk_indices_twin<{c}>" for c in (4, 2)],
+                       + [f"dsv4_topk_indices_twin<{c}>" for c in (4, 2)] + ["dsv4_topk_indices_copy"],
     "sparse_attention.cu": ["dsv4_sparse_attention<true>", "dsv4_sparse_attention<false>"]
                            + [f"dsv4_sparse_attention_{k}<{s}, {p}>"
                               for k in ("h64", "wgmma", "wgmma2", "pipe", "pair", "ws")

@@ -155,6 +155,11 @@ SOLO_COLUMNS = 16384
 # uniform batch of them runs wide<2>). wide16 keeps 2 (WIDE16_MIN_ROW_CTAS: its SASS at 32 registers as it was).
 MIN_ROW_CTAS = int(_loader.env_choice("DSV4_TOPK_MIN_ROW_CTAS", ("2", "4"), "4"))
 WIDE16_MIN_ROW_CTAS = 2
+# DSV4_TOPK_SHORT (read at each call; default 1, 0 the A/B): a call whose plan has every row <= k copies the plan's
+# `short` output (short_output: metadata only, made by the planner) with dsv4_topk_indices_copy, COPY_THREADS a CTA and
+# 16 bytes a thread, its loads before the PDL wait, instead of running the shape's kernel (whose copy path reads
+# seq_len, then the page-table entries, after it)
+COPY_THREADS = 256
 # the wide kernels' options (bits of their last argument)
 WIDE_FOLD, WIDE_DIRECT_SUM, WIDE_GROUPS, WIDE_EARLY = 1, 2, 4, 8
 # DSV4_TOPK_LEAN (read at import; default 8r, 0 = off: wide<8> as before): a few long rows (1 x 65536) in
@@ -190,7 +195,7 @@ DEFINES = {"TOPK_THREADS": THREADS, "MAX_K": MAX_K, "MAX_CHUNK": MAX_CHUNK, "WID
             "HALF_CUTS": HALF_CUTS, "LEAN_CUTS": LEAN_CUTS, "LEAN_WINDOW": int(LEAN_FORM == "window"),
             "WIDE_WINDOW": WIDE_WINDOW, "WIDE_TABLE": WIDE_TABLE,
             "WIDE_TRACE": TRACE, "WIDE_TRACE_CTAS": TRACE_CTAS, "WIDE_TRACE_PHASES": TRACE_PHASES,
-           "WIDE_MIN_ROW_CTAS": MIN_ROW_CTAS, "WIDE16_MIN_ROW_CTAS": WIDE16_MIN_ROW_CTAS}
+           "WIDE_MIN_ROW_CTAS": MIN_ROW_CTAS, "WIDE16_MIN_ROW_CTAS": WIDE16_MIN_ROW_CTAS, "COPY_THREADS": COPY_THREADS}
 # the kernels' parameters, checked by the loader's launch()
 _PARAMS = ("ptr logits", "i64 columns", "ptr seq_lens", "ptr page_table", "i64 table_stride", "ptr out", "i32 k",
            "i32 page_size")
@@ -202,6 +207,7 @@ SIGNATURES = {"dsv4_topk_indices": _SKIP, "dsv4_topk_indices_cluster": _SKIP, "d
               "dsv4_topk_indices_lean": (*_PARAMS, "i32 options"),
               "dsv4_topk_indices_lean_regs": (*_PARAMS, "i32 options")}
 SIGNATURES["dsv4_topk_indices_wide16"] = SIGNATURES["dsv4_topk_indices_wide"]
+SIGNATURES["dsv4_topk_indices_copy"] = ("ptr rows", "ptr out", "i32 vectors")
 
 # DSV4_TOPK_LONG=wide16 (opt-in, read at each call as DSV4_TOPK_EARLY): a cluster launch of 8 CTAs a row
 # over many rows past LONG_MIN_COLUMNS runs `dsv4_topk_indices_wide16<8>` instead of wide<8>: the same
@@ -646,7 +652,33 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     else:
         plan.data.update(launch=None)
     plan.data.update(long=long_plan(lens, k, *_device(device_index)) if device_index is not None else None)
+    short = short_output(lens, plan.metadata["page_table"].values, k, page_size)
+    if short is not None and plan.device.type == "cuda":
+        short = short.pin_memory().to(plan.device, non_blocking=True)
+    plan.data.update(short=short)
     return plan
+
+
+def short_output(lens, table, k, page_size):
+    """The output of a call whose rows are all <= k, from its metadata alone (host copies: seq_lens as a list, the
+    page table as an array): each row's columns < seq_len through its page-table entries, in column order, -1 past
+    them; None where a row is longer than k or there are none, or the output's int32s are not a multiple of 4 (the
+    copy kernel's 16-byte stores)."""
+    if not lens or max(lens) > k or len(lens) * k % 4:
+        return None
+    table = torch.as_tensor(table).long()
+    column = torch.arange(k)
+    page = (column // page_size).clamp(max=max(table.shape[1] - 1, 0))
+    pages = table[:, page] if table.shape[1] else torch.zeros((len(lens), k), dtype=torch.long)
+    valid = column[None, :] < torch.tensor(lens)[:, None]
+    return torch.where(valid, pages * page_size + column % page_size, -1).int()
+
+
+def copy_launch(elements, sms):
+    """The short plan's copy of `elements` int32s (a multiple of 4): (grid, pdl); PDL where the grid is one wave
+    (2048 threads an SM)."""
+    ctas = -(-elements // (4 * COPY_THREADS))
+    return (ctas,), ctas <= sms * (2048 // COPY_THREADS)
 
 
 def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=True, plan=None):
@@ -660,6 +692,13 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         sms, clusters = _device(device_index)
+        short = plan.data.get("short") if plan is not None else None
+        if (short is not None and short.device == logits.device and os.environ.get("DSV4_TOPK_SHORT", "1") != "0"
+                and os.environ.get("DSV4_TOPK_ROUTE", "plan") != "device"):
+            grid, pdl = copy_launch(out.numel(), sms)
+            launch("topk_indices.cu", "dsv4_topk_indices_copy", grid, (COPY_THREADS,), (short, out, out.numel() // 4),
+                   logits.device, pdl=pdl)
+            return out
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
         route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
         runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route,

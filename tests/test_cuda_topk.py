@@ -530,6 +530,51 @@ def test_a_topk_plan_covers_every_row_once_whatever_the_lengths(lens, monkeypatc
         assert all(b >= 0 for rows in work for b in rows[:1])  # no empty place
 
 
+SHORT_LENS = [0, 1, 47, 48, 63, 64, 65, 100]  # around the pages of 16, 48 and 64; more rows per test below
+
+
+def short_lens(k, page_size):
+    """Rows of every kind <= k: empty, one column, a page's edges, k - 1 and k, and spread lengths."""
+    return [n for n in SHORT_LENS if n <= k] + [page_size - 1, page_size, page_size + 1, k - 1, k] + [
+        (37 * i) % (k + 1) for i in range(23)]
+
+
+@pytest.mark.parametrize("k, page_size, stale", [(512, 64, 0), (1024, 64, 3), (2048, 48, 2), (100, 16, 0)])
+def test_a_short_plan_holds_the_references_output(k, page_size, stale, monkeypatch):
+    # every row <= k: the plan (CPU metadata, planned for no device) holds the contract's output, which the float64
+    # reference gives on fresh random logits (NaN in the short rows: none is read), in a table exactly as wide as the
+    # rows need or wider (stale entries past each row's pages)
+    import torch
+
+    from harness import inputs
+    from references.topk_indices import topk_indices as reference
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    lens = short_lens(k, page_size)
+    x = inputs.topk_inputs(seq_lens=lens, columns=k, k=k, page_size=page_size, seed=k + page_size,
+                           stale_columns=stale, nan_in_short_rows=True)
+    logits, seq_lens, page_table = x.args
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size)
+    want = reference(logits, seq_lens, page_table, k=k, page_size=page_size)
+    assert plan["short"].dtype == torch.int32 and torch.equal(plan["short"], want)
+
+
+def test_a_short_plan_only_where_every_row_is_at_most_k_and_the_copy_is_whole_vectors():
+    table = np.arange(8 * 9).reshape(8, 9)
+    assert T.short_output([512] * 8, table, 512, 64) is not None
+    assert T.short_output([512] * 7 + [513], table, 512, 64) is None  # one row past k: the shape's kernel
+    assert T.short_output([], table[:0], 512, 64) is None
+    assert T.short_output([3] * 3, table[:3], 127, 64) is None  # 381 int32s: no 16-byte copy of them
+    assert T.short_output([0, 0], np.zeros((2, 0), dtype=np.int32), 4, 64).tolist() == [[-1] * 4] * 2  # no pages
+
+
+@pytest.mark.parametrize("elements, ctas, pdl", [(64 * 512, 32, True), (256 * 2048, 512, True), (4, 1, True),
+                                                (132 * 2048 * 4 + 4, 1057, False)])
+def test_the_short_copy_covers_the_output_in_one_wave_with_pdl(elements, ctas, pdl):
+    # 16 bytes a thread, COPY_THREADS a CTA; PDL (loads before the wait) where the grid is one wave (2048 threads an SM)
+    assert T.copy_launch(elements, H200[0]) == ((ctas,), pdl)
+    assert (ctas - 1) * 4 * T.COPY_THREADS < elements <= ctas * 4 * T.COPY_THREADS
+
+
 def test_no_topk_plan_where_the_call_is_not_one_cluster_launch():
     assert T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_KERNEL": "split"}) is None
     assert T.plan_route(MIXED, 512, *H200, env={"DSV4_TOPK_KERNEL": "cluster"}) is None
@@ -870,3 +915,52 @@ def test_wide16_deals_every_peer_group_pair_past_the_threshold_out_once():
                      for p in range(t, rank * groups_past, THREADS)]
             assert sorted(pairs) == [(r, g) for r in range(rank) for g in range(first, BINS // 4)]
             assert all(4 * g + 3 >= bin_ for _, g in pairs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k, page_size, stale", [(512, 64, 0), (1024, 64, 3), (2048, 48, 2), (4096, 64, 0),
+                                                 (100, 16, 0)])
+def test_the_short_plans_copy_writes_the_shape_kernels_bits(monkeypatch, k, page_size, stale):
+    # every row <= k: the planned call (dsv4_topk_indices_copy of the plan's rows) writes every slot as the unplanned
+    # call (the shape's kernel) and DSV4_TOPK_SHORT=0's planned one, over a poisoned output block, in reruns and in a
+    # CUDA graph (validate=False, replayed twice), and the float64 reference's output
+    import torch
+
+    from harness import inputs
+    from references.topk_indices import topk_indices as reference
+    lens = short_lens(k, page_size)
+    x = inputs.topk_inputs(seq_lens=lens, columns=k, k=k, page_size=page_size, seed=k + page_size, device="cuda",
+                           stale_columns=stale, nan_in_short_rows=True)
+    logits, seq_lens, page_table = x.args
+    plan = T.topk_indices_plan(seq_lens, page_table, k=k, page_size=page_size)
+    assert plan["short"].device == logits.device and plan["launch"] is None
+    launched = []
+    real = T.launch
+    monkeypatch.setattr(T, "launch", lambda name, kernel, *a, **kw: launched.append(kernel) or real(name, kernel, *a,
+                                                                                                    **kw))
+
+    def call(**kw):
+        torch.full((len(lens), k), 0x7EADBEEF, dtype=torch.int32, device="cuda")  # freed: the output's block
+        return x.call(T.topk_indices, k=k, page_size=page_size, **kw)
+
+    planned = call(plan=plan)
+    assert launched == ["dsv4_topk_indices_copy"]
+    assert torch.equal(call(plan=plan), planned)
+    unplanned = call()
+    monkeypatch.setenv("DSV4_TOPK_SHORT", "0")
+    switched_off = call(plan=plan)
+    assert launched[-1] == launched[-2] != "dsv4_topk_indices_copy"
+    monkeypatch.delenv("DSV4_TOPK_SHORT")
+    assert torch.equal(unplanned, planned) and torch.equal(switched_off, planned)
+    assert torch.equal(planned.cpu(), reference(logits.cpu(), seq_lens.cpu(), page_table.cpu(), k=k,
+                                                page_size=page_size))
+    call(plan=plan, validate=False)  # built and loaded outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = x.call(T.topk_indices, k=k, page_size=page_size, plan=plan, validate=False)
+    for _ in range(2):
+        captured.fill_(0x7EADBEEF)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(captured, planned)
+
