@@ -558,13 +558,19 @@ def test_a_short_plan_holds_the_references_output(k, page_size, stale, monkeypat
     assert plan["short"].dtype == torch.int32 and torch.equal(plan["short"], want)
 
 
-def test_a_short_plan_only_where_every_row_is_at_most_k_and_the_copy_is_whole_vectors():
-    table = np.arange(8 * 9).reshape(8, 9)
-    assert T.short_output([512] * 8, table, 512, 64) is not None
-    assert T.short_output([512] * 7 + [513], table, 512, 64) is None  # one row past k: the shape's kernel
-    assert T.short_output([], table[:0], 512, 64) is None
-    assert T.short_output([3] * 3, table[:3], 127, 64) is None  # 381 int32s: no 16-byte copy of them
-    assert T.short_output([0, 0], np.zeros((2, 0), dtype=np.int32), 4, 64).tolist() == [[-1] * 4] * 2  # no pages
+@pytest.mark.parametrize("lens, k, short", [([512] * 8, 512, True), ([512] * 7 + [513], 512, False), ([], 512, False),
+                                            ([3] * 3, 127, False), ([3] * 4, 127, True), ([0, 0], 4, True)])
+def test_a_short_plan_only_where_every_row_is_at_most_k_and_the_copy_is_whole_vectors(lens, k, short, monkeypatch):
+    # one row past k: the shape's kernel; 3 x 127 int32s: no 16-byte copy of them; rows of no column in a table of no
+    # page: all -1
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    pages = -(-max(lens, default=0) // 64)
+    table = torch.arange(len(lens) * pages, dtype=torch.int32).reshape(len(lens), pages)
+    plan = T.topk_indices_plan(torch.tensor(lens, dtype=torch.int32), table, k=k)
+    assert (plan["short"] is not None) == short
+    if short and not pages:
+        assert plan["short"].tolist() == [[-1] * k] * len(lens)
 
 
 @pytest.mark.parametrize("elements, ctas, pdl", [(64 * 512, 32, True), (256 * 2048, 512, True), (4, 1, True),
