@@ -19,7 +19,7 @@ bench_table() {  # JSON...: backend, case, verdict, median, clock, TFLOP/s, % co
 import json, sys
 for r in json.load(open(sys.argv[1]))['records']:
     t = r.get('timing') or {}
-    print(f\"{r['backend']:9s} {r['case']:28s} {r.get('verdict', '?'):5s} {t.get('median_us', 0):8.1f} \"
+    print(f\"{r['backend']:9s} {r['case']:28s} {r.get('verdict', '?'):5s} {t.get('median_us', 0):8.2f} \"
           f\"{t.get('clock', '')[:10]} {r.get('tflops') or 0:.0f}TF {r.get('pct_copy') or 0:.1f}%\")
 " "$f"; done
 }
