@@ -1553,10 +1553,10 @@ __global__ void __launch_bounds__(TOPK_THREADS, FAST_CTAS_PER_SM(VECS))
 
 // A plan whose rows are all <= k (topk_indices_plan's `short`; DSV4_TOPK_SHORT=0 for the A/B): the call's output is
 // metadata only (each row's columns < seq_len through the page table, -1 past them), made once by the planner, and
-// the call copies it, 16 bytes a thread. The plan's rows are loaded before the PDL wait: the planner wrote them by a
-// copy that precedes the kernel before this one on the stream (a programmatic launch overlaps that kernel only), and
-// no call writes them; so after the wait only the stores are left (the fast kernel's copy path: seq_len, then the
-// page-table entries, then the stores). The output is written after it (its memory may be the kernel before's).
+// the call copies it, 16 bytes a thread. The plan's rows are loaded before the PDL wait: the planner's work is
+// complete when it returns (it synchronises after writing them), and no call writes them; so after the wait only the
+// stores are left (the fast kernel's copy path: seq_len, then the page-table entries, then the stores). The output
+// is written after it (its memory may be the kernel before's until then).
 static_assert(COPY_THREADS % 32 == 0 && COPY_THREADS <= 1024, "COPY_THREADS (topk_indices.py's): whole warps");
 __global__ void __launch_bounds__(COPY_THREADS)
     dsv4_topk_indices_copy(const int4* __restrict__ rows, int4* __restrict__ out, int vectors) {

@@ -655,6 +655,10 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     # every row a copy, whole 16-byte stores of it: the call's output, made here on the metadata's device
     short = lens and max(lens) <= k and len(lens) * k % 4 == 0
     plan.data.update(short=short_output(seq_lens, page_table, k, page_size) if short else None)
+    if short and plan.device.type == "cuda":
+        # the copy kernel loads it before its PDL wait, which a call right after this would launch while the kernel
+        # writing it may still be finishing (its stores visible only past that wait): done before returning
+        torch.cuda.current_stream(plan.device).synchronize()
     return plan
 
 
