@@ -693,15 +693,16 @@ def topk_indices(logits, seq_lens, page_table, *, k=512, page_size=64, validate=
         device_index = logits.device.index if logits.device.index is not None else torch.cuda.current_device()
         aligned = layout.columns % 4 == 0 and logits.data_ptr() % 16 == 0
         sms, clusters = _device(device_index)
-        short = plan.data.get("short") if plan is not None else None
-        if (short is not None and short.device == logits.device and os.environ.get("DSV4_TOPK_SHORT", "1") != "0"
-                and os.environ.get("DSV4_TOPK_ROUTE", "plan") != "device"):
+        route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
+        short = plan.data.get("short") if plan is not None and route != "device" else None
+        # (its shape too: an unvalidated plan of other metadata gives wrong indices, never a read past its tensor)
+        if (short is not None and short.device == logits.device and short.shape == out.shape
+                and os.environ.get("DSV4_TOPK_SHORT", "1") != "0"):
             grid, pdl = copy_launch(out.numel(), sms)
             launch("topk_indices.cu", "dsv4_topk_indices_copy", grid, (COPY_THREADS,), (short, out, out.numel() // 4),
                    logits.device, pdl=pdl)
             return out
         runs = _launches_from_env(layout.batch, layout.columns, aligned, sms, clusters, os.environ)
-        route = os.environ.get("DSV4_TOPK_ROUTE", "plan")
         runs = _long_planned(runs, plan, layout.batch, layout.columns, aligned, sms, route,
                              lambda kernel, shared: _max_active_clusters(kernel, shared, device_index))
         runs = _planned(runs, plan, sms, logits.device, route)

@@ -958,6 +958,9 @@ def test_the_short_plans_copy_writes_the_shape_kernels_bits(monkeypatch, k, page
     assert launched[-1] == launched[-2] != "dsv4_topk_indices_copy"
     monkeypatch.delenv("DSV4_TOPK_SHORT")
     assert torch.equal(unplanned, planned) and torch.equal(switched_off, planned)
+    fewer = T.topk_indices_plan(seq_lens[:-4], page_table[:-4], k=k, page_size=page_size)  # other metadata, unchecked:
+    call(plan=fewer, validate=False)  # its copy is never read past its rows: the shape's kernel
+    assert launched[-1] == launched[-2]
     assert torch.equal(planned.cpu(), reference(logits.cpu(), seq_lens.cpu(), page_table.cpu(), k=k,
                                                 page_size=page_size))
     call(plan=plan, validate=False)  # built and loaded outside the capture
