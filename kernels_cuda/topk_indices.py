@@ -653,7 +653,7 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
         plan.data.update(launch=None)
     plan.data.update(long=long_plan(lens, k, *_device(device_index)) if device_index is not None else None)
     # every row a copy, whole 16-byte stores of it: the call's output, made here on the metadata's device
-    short = lens and max(lens) <= k and len(lens) * k % 4 == 0
+    short = bool(lens) and max(lens) <= k and len(lens) * k % 4 == 0
     plan.data.update(short=short_output(seq_lens, page_table, k, page_size) if short else None)
     if short and plan.device.type == "cuda":
         # the copy kernel loads it before its PDL wait, which a call right after this would launch while the kernel

@@ -632,7 +632,7 @@ def test_rows_sized_by_length_take_the_fewest_ctas_whose_chunk_fits():
     # the default; on 2 at 2), 262144 on 8
     (kernel, grid, shared, _, (_, up_to, options, _)), = T.launches(64, 262144, True, *H200, groups=True)
     assert up_to == 40960 and options & T.WIDE_GROUPS
-    ctas = {n: 1 if n <= up_to else T.row_ctas(n, 8, up_to) for n in MIXED if n > 512}
+    ctas = {n: T.wide8_row_ctas(n, 512, up_to) for n in MIXED if n > 512}
     assert {n for n, c in ctas.items() if c == 1} == {n for n in MIXED if 512 < n <= 34840}
     assert T.MIN_ROW_CTAS == 4 and {c for n, c in ctas.items() if 65795 <= n <= 67645} == {4}
     assert {T.row_ctas(n, 8, up_to, least=2) for n in ctas if 65795 <= n <= 67645} == {2}
@@ -780,7 +780,7 @@ def test_rows_sized_by_length_on_the_gpu_are_the_models_slots_in_order(monkeypat
     for b, n in enumerate(lens):
         if n <= k:
             continue
-        c = 1 if n <= up_to else T.row_ctas(n, 8, up_to)
+        c = T.wide8_row_ctas(n, k, up_to)
         expected = wide_model(rows[b], n, k, c, b * columns % 4, 8)
         if expected is not None:
             modelled.add(c)
@@ -858,7 +858,7 @@ def test_a_wide16_plan_sizes_rows_by_the_16_bit_buffer_and_never_fits_a_wide_cal
     # every row of a wide16 launch fits its buffer: rank 0 alone up to the bound, else chunks within it
     for n in MIXED + [T.WIDE16_CHUNK, T.WIDE16_CHUNK + 1, 262144]:
         if n > T.WIDE16_CHUNK:
-            assert T.chunk_columns(n, T.row_ctas(n, 8, T.WIDE16_CHUNK)) <= T.WIDE16_CHUNK, n
+            assert T.chunk_columns(n, T.row_ctas(n, 8, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS)) <= T.WIDE16_CHUNK, n
 
 
 def test_wide16_fits_two_ctas_an_sm(monkeypatch):

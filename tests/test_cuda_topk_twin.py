@@ -16,11 +16,7 @@ from test_cuda_topk import (BINS, H200, MIXED, THREADS, cluster_bucket, coarse_b
 T = importlib.import_module("kernels_cuda.topk_indices")  # the package's name is the op
 
 LONG = [262144] * 64  # the bench's b64-262144
-
-
-def wide8_ctas(n, k, up_to=T.MAX_CHUNK, least=None):
-    """T.wide8_row_ctas at wide<8>'s bound unless given."""
-    return T.wide8_row_ctas(n, k, up_to, least)
+WIDE16_ROWS = (T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS)  # wide16's bound and least CTAs a row (wide8_row_ctas)
 
 
 @pytest.mark.parametrize("choice", ["wide16", "twin"])
@@ -28,7 +24,7 @@ def test_the_plan_routes_a_batch_of_long_rows_and_leaves_the_mixed_batch_on_wide
     assert T.long_plan(LONG, 512, *H200, choice=choice) == (choice, (-1, T.MAX_CHUNK, T.WIDE_FOLD | T.WIDE_GROUPS))
     assert T.long_plan(LONG + [7, 0, 512], 512, *H200, choice=choice)[0] == choice  # copies take no CTA
     # the mixed bench batch: its long rows' CTAs (6 x 8 + 12 x 4 = 96) are one wave at one CTA an SM
-    assert sum(c for c in (wide8_ctas(n, 512) for n in MIXED) if c > 1) == 96 <= H200[0]
+    assert sum(c for c in (T.wide8_row_ctas(n, 512, T.MAX_CHUNK) for n in MIXED) if c > 1) == 96 <= H200[0]
     for k in (512, 1024, 2048):
         assert T.long_plan(MIXED, k, *H200, choice=choice) is None
     # not long: 16 rows of 262144 are one wave of wide<8> (the lean kernel's, no wide<8> launch), 17 are 136
@@ -49,11 +45,11 @@ def test_the_plan_routes_only_where_every_row_takes_wide8s_ctas():
     # wide16: its bound (36864) and its least CTAs a row (2; wide<8>'s 4) give a row other CTAs than wide<8>'s
     # (40960) in (36864, 73728] and (147456, 163840]; one such row keeps the batch on wide<8>
     for n in (36865, 40960, 40961, 73728, 147457, 163840):
-        assert wide8_ctas(n, 512) != wide8_ctas(n, 512, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS), n
+        assert T.wide8_row_ctas(n, 512, T.MAX_CHUNK) != T.wide8_row_ctas(n, 512, *WIDE16_ROWS), n
         assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="wide16") is None, n
         assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="twin") is None, n
     for n in (36864, 73729, 81920, 81921, 147456, 163841, 200001):
-        assert wide8_ctas(n, 512) == wide8_ctas(n, 512, T.WIDE16_CHUNK, T.WIDE16_MIN_ROW_CTAS), n
+        assert T.wide8_row_ctas(n, 512, T.MAX_CHUNK) == T.wide8_row_ctas(n, 512, *WIDE16_ROWS), n
         assert T.long_plan(LONG[:-1] + [n], 512, *H200, choice="wide16")[0] == "wide16", n
     # twin: every row a copy or on all 8 of wide<8>'s CTAs (past 163840); a solo row or one of 2 or 4 CTAs
     # keeps the batch on wide<8>
