@@ -678,7 +678,11 @@ static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WAL
 // write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
 // sizes below 4 VECS keep the L2 prefetch and the global mapping)
 #define HALF_TABLE_SHARED 1
-static_assert(HALF_CUTS >= 0 && HALF_CUTS <= 1, "HALF_TABLE_SHARED");
+// 2 (session 22): FAST_KEYS_BY_VECTOR's order in fast_half_row: the histogram's zeroing barrier before the PDL wait,
+// and each vector's fp16 keys counted as its load lands, not after a barrier behind the CTA's last load (SGLang's
+// order). The same counts, so the same bits out
+#define HALF_KEYS_BY_VECTOR 2
+static_assert(HALF_CUTS >= 0 && HALF_CUTS <= 3, "HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR");
 
 // Branch-free (the per-key step of every histogram): `negative` is all ones for x <= -0 (key's top
 // bit clear); key ^ negative has top bits 0x4000 | code for either sign; c = the clamped code - LO
@@ -1062,15 +1066,24 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
                 top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
                 top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
             }
+            if (HALF_CUTS & HALF_KEYS_BY_VECTOR) {  // (fast_kernel zeroed the histogram before its barrier)
+#pragma unroll
+                for (int p = 2 * i; p < 2 * i + 2; ++p) {
+                    atomicAdd(&hist[top[p] >> 20], 1);
+                    atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
+                }
+            }
         }
     }
-    __syncthreads();  // the histogram is zeroed
+    if (!(HALF_CUTS & HALF_KEYS_BY_VECTOR)) __syncthreads();  // the histogram is zeroed
     if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: its bin is 0
+    if (!(HALF_CUTS & HALF_KEYS_BY_VECTOR)) {
 #pragma unroll
-    for (int p = 0; p < 2 * VECS; ++p) {
-        // the fp16 key's top 12 bits
-        atomicAdd(&hist[top[p] >> 20], 1);
-        atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
+        for (int p = 0; p < 2 * VECS; ++p) {
+            // the fp16 key's top 12 bits
+            atomicAdd(&hist[top[p] >> 20], 1);
+            atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
+        }
     }
     if (table_cached()) wait_page_entries();  // the copy is read after lean_threshold's barriers
     __syncthreads();
@@ -1330,7 +1343,7 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     // FAST_CUTS & FAST_KEYS_BY_VECTOR: the barrier after the zeroing here, before the PDL wait (off the
     // chain), so a thread counts its keys as its own loads land: a barrier between the loads and the
     // atomics (where ptxas puts the keys' work before it) would hold every atomic until the last load.
-    constexpr bool zeroed_early = !HALF && (FAST_CUTS & FAST_KEYS_BY_VECTOR);
+    constexpr bool zeroed_early = HALF ? (HALF_CUTS & HALF_KEYS_BY_VECTOR) != 0 : (FAST_CUTS & FAST_KEYS_BY_VECTOR) != 0;
     if (zeroed_early) __syncthreads();
     // FAST_CUTS & FAST_ADDRESS_EARLY (with FAST_EARLY_LOADS): the row's pointer, seq_len's and the vectors'
     // in-bounds bits come from the arguments only, so they are made before pdl_wait() (pinned there by

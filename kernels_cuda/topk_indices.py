@@ -104,6 +104,9 @@ FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "511"))
 # shared memory while the row loads, every mapping from there: no global load after the last barrier; rows of more
 # than 1024 pages keep the L2 prefetch and the global mapping). The same bits out. Default 1 since session 14's call
 # 3: 256 x 16384 k1024 12.01 -> 11.75 us beside SGLang's 11.92, k512 11.23 -> 10.81 / 11.12 (SGLang 11.16); 0 the A/B.
+# 2 (session 22, opt-in until measured): the half kernel's histogram zeroed and its barrier passed before the PDL
+# wait, each vector's fp16 keys counted as its load lands (SGLang's order; FAST_CUTS bit 32's for half), not after a
+# barrier that waits for the CTA's last load. The same counts, the same bits out.
 HALF_CUTS = int(os.environ.get("DSV4_TOPK_HALF_CUTS", "1"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 12): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no

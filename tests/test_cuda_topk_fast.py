@@ -159,6 +159,7 @@ def test_the_table_and_mask_walk_cuts_write_the_defaults_bits_on_the_gpu(monkeyp
 # ---- session 14a (docs/topk-s14a.md): FAST_CUTS bit 256 (fast<1> without bit 64) and HALF_CUTS bit 1 (the half
 # kernel's page table in shared memory)
 TABLE_SHARED_NOT_1, HALF_TABLE_SHARED = 256, 1
+HALF_KEYS_BY_VECTOR = 2  # session 22: the half kernel's keys counted as each vector lands (opt-in)
 
 
 def test_the_half_cuts_switch_is_declared_as_a_define_and_on_by_default():
@@ -198,6 +199,25 @@ def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
     assert switched[fast[0]]["smem"] == res[63][fast[0]]["smem"]
     for expr in fast[1:]:
         assert switched[expr]["smem"] == res[255][expr]["smem"], expr
+
+
+def test_the_half_keys_by_vector_cut_fits_without_spills(monkeypatch):
+    # HALF_CUTS 3 (bit 2 on the default's 1): every half<VECS> still at 32 registers, no spill or stack, the same
+    # shared memory (its SASS, NVRTC 13.0: the zeroing barrier before ACQBULK, each vector's ATOMS after its F2FP)
+    pytest.importorskip("cupy")
+    from kernels_cuda import _loader, build
+    half = [f"dsv4_topk_indices_half<{v}>" for v in T.FAST_VECS]
+    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", half)
+    res = {}
+    for half_cuts in (HALF_TABLE_SHARED, HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR):
+        monkeypatch.setitem(T.DEFINES, "HALF_CUTS", half_cuts)
+        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
+        res[half_cuts] = build.resources(log, lowered)
+    for expr in half:
+        cut = res[HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR][expr]
+        assert cut["spill_stores"] == cut["spill_loads"] == cut["stack"] == 0, (expr, cut)
+        assert cut["registers"] <= 32, (expr, cut)
+        assert cut["smem"] == res[HALF_TABLE_SHARED][expr]["smem"], expr
 
 
 def _random_rows(batch, columns, page_size, seed, lens):
@@ -244,8 +264,10 @@ def test_the_half_table_cut_writes_the_defaults_bits_on_the_gpu(monkeypatch, bat
     (launched, *_), = T._launches_from_env(batch, columns, True, sms, clusters, {})
     assert launched.startswith("dsv4_topk_indices_half<"), launched
     run = _checked_rerun(logits, seq_lens, page_table, k, page_size)
-    default, cut = rebuilt_runs(monkeypatch, T.DEFINES, [{"HALF_CUTS": 0}, {"HALF_CUTS": HALF_TABLE_SHARED}], run)
+    settings = [{"HALF_CUTS": c} for c in (0, HALF_TABLE_SHARED, HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR)]
+    default, cut, by_vector = rebuilt_runs(monkeypatch, T.DEFINES, settings, run)
     assert torch.equal(cut, default)
+    assert torch.equal(by_vector, default)
 
 
 @pytest.mark.gpu
