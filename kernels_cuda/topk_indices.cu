@@ -678,7 +678,7 @@ static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WAL
 // write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
 // sizes below 4 VECS keep the L2 prefetch and the global mapping)
 #define HALF_TABLE_SHARED 1
-// 2 (session 22): FAST_KEYS_BY_VECTOR's order in fast_half_row: the histogram's zeroing barrier before the PDL wait,
+// 2 (session 22; default with 1): FAST_KEYS_BY_VECTOR's order in fast_half_row: the histogram's zeroing barrier before the PDL wait,
 // and each vector's fp16 keys counted as its load lands, not after a barrier behind the CTA's last load (SGLang's
 // order). The same counts, so the same bits out
 #define HALF_KEYS_BY_VECTOR 2

@@ -99,15 +99,17 @@ HALF_CTAS_PER_SM = 2
 # since session 14's call 3: the short batch 0.969 -> 0.900 / 0.907 us beside SGLang's 1.052 (check --full and the
 # GPU tests bitwise 255's under it).
 FAST_CUTS = int(os.environ.get("DSV4_TOPK_FAST_CUTS", "511"))
-# DSV4_TOPK_HALF_CUTS (read at import; default 1): cuts of the half kernel's chain (256 x 16384), bits of
+# DSV4_TOPK_HALF_CUTS (read at import; default 3): cuts of the half kernel's chain (256 x 16384), bits of
 # (docs/topk-s14a.md): 1 FAST_CUTS bit 64's page-table copy in dsv4_topk_indices_half (the row's entries read into
 # shared memory while the row loads, every mapping from there: no global load after the last barrier; rows of more
 # than 1024 pages keep the L2 prefetch and the global mapping). The same bits out. Default 1 since session 14's call
 # 3: 256 x 16384 k1024 12.01 -> 11.75 us beside SGLang's 11.92, k512 11.23 -> 10.81 / 11.12 (SGLang 11.16); 0 the A/B.
-# 2 (session 22, opt-in until measured): the half kernel's histogram zeroed and its barrier passed before the PDL
-# wait, each vector's fp16 keys counted as its load lands (SGLang's order; FAST_CUTS bit 32's for half), not after a
-# barrier that waits for the CTA's last load. The same counts, the same bits out.
-HALF_CUTS = int(os.environ.get("DSV4_TOPK_HALF_CUTS", "1"))
+# 2 (session 22): the half kernel's histogram zeroed and its barrier passed before the PDL wait, each vector's fp16
+# keys counted as its load lands (SGLang's order; FAST_CUTS bit 32's for half), not after a barrier that waits for the
+# CTA's last load. The same counts, the same bits out. Default 3 since session 22's call 4 (H100, two alternating
+# pairs beside SGLang): 256 x 16384 12.17 / 12.19 -> 11.39 / 11.39 us (SGLang 12.31), k1024 13.09 / 13.07 -> 12.30 /
+# 12.29 (13.26); 1 is session 14's build.
+HALF_CUTS = int(os.environ.get("DSV4_TOPK_HALF_CUTS", "3"))
 # DSV4_TOPK_LEAN_CUTS (read at import; default 12): the lean_regs kernel's cluster chain, bits of
 # (docs/topk-s11b.md): 1 the histograms summed by red.async / st.async pushes counted by mbarriers (no
 # release barrier between the histograms and the threshold), 2 (with 1) the candidates to rank 0 by
