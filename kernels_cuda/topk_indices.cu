@@ -2584,6 +2584,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         __syncthreads();
     }
     if (options & WIDE_EARLY) pdl_launch_dependents();  // as topk_row_wide
+    wide_stamp(0);  // (DSV4_TOPK_TRACE's phases, as wide_select's; the ranked path's only)
     pdl_wait();
     // seq_len and this CTA's groups of a row as long as the tensor (`columns`, a multiple of 4 here)
     // issued together: coherent, volatile loads, which ptxas keeps after griddepcontrol.wait and
@@ -2622,6 +2623,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         if constexpr (push_sum) cluster_wait();  // lean_push_setup's arrive, waited for before exit
         return;
     }
+    wide_stamp(1);
     // this CTA's columns [begin, begin + m) as wide_select's (a multiple of 4 from a 16-byte aligned
     // row start, so `begin` is aligned); group i of thread t: columns begin + 4 (t + 1024 i) .. + 3.
     // The same chunk as the tensor's (seq_len = columns, or close): the groups loaded above hold these
@@ -2652,6 +2654,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     // LEAN_WINDOW: every key counted, the padding (key 0 past m, coarse bin 0) too, without a branch a key; its
     // count taken out of bin 0 once (no real key is 0, so bin 0 is then exact)
     if (LEAN_WINDOW && t == 0 && 4 * TOPK_THREADS * VECS > m) atomicSub(&s.hist[0], 4 * TOPK_THREADS * VECS - m);
+    wide_stamp(2);
     // LEAN_WINDOW: the threshold and the counts before this CTA from the window (s_threshold, s_first), or where
     // the window is too wide, the sums and the fold as without it (the same in every CTA of the cluster)
     bool windowed = false;
@@ -2660,6 +2663,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     } else if constexpr (LEAN_WINDOW) {
         lean_window_bounds(s, m, k);
         wide_barrier<CLUSTER>();  // every CTA's histogram and window bounds are complete
+        wide_stamp(3);
         windowed = lean_window_threshold<CLUSTER>(s, k, rank);
         if (!windowed) wide_sum<CLUSTER>(s.hist, s.slice, s.row_sum, rank, 0, false);
     } else {
@@ -2670,6 +2674,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     int inside, remaining;
     unsigned int lo, hi;
     const unsigned int bin = read_threshold(s.s_threshold, k, inside, remaining, lo, hi);
+    wide_stamp(4);
     int* const staging = s.row_sum;  // last read before fast_threshold's second barrier
     const bool coarse = inside <= FAST_CANDIDATES;
     if (!coarse) {  // heavy ties: the exact radix over the bucket, cluster-wide (as wide_select)
@@ -2738,6 +2743,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
     }
     unsigned int cta_total;
     const unsigned int before = block_scan_packed(mine, s.warp_sums, &cta_total);
+    wide_stamp(6);
     if (!ranked) __syncthreads();  // warp_sums is scanned again by the column-order walk
     int first_above, first_inside;  // keys of the CTAs before this one in the row
     if (coarse) {
@@ -2807,11 +2813,14 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         }
         // the candidates delivered (release) before the write-out, in rank 0 after it
         if (table_staged && t < pages) s.slice[t] = table_entry;  // before wide_write_staged's CTA barrier
+        wide_stamp(7);
         wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
+        wide_stamp(5);  // (the write-out and the last cluster barrier passed: phase 5, unused here)
         if (rank == 0)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
             });
+        wide_stamp(8);
         return;
     }
     // heavy ties: column order is group i, then thread, then element; one block scan a group (as
