@@ -1702,8 +1702,8 @@ static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
 // its write-out through its page-table entries staged in shared memory during the load (see wide_select)
 static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 
-// DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (wide<2/4/8>)
-// with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
+// DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (wide<2/4/8>;
+// and lean_regs' ranked path, its own order of phases: see there) with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
 // of its chain into wide_trace[linear CTA][phase]; a diagnostic build (the stamps order nothing), never the default.
 // WIDE_TRACE_CTAS and WIDE_TRACE_PHASES (topk_indices.py's DEFINES) size it; the phases: entry, row known, chunk
 // counted, histograms met, threshold, counts before, walked, placed, done; the last column's ns: 1 + the CTA's SM.

@@ -146,8 +146,9 @@ if WIDE_WINDOW not in (0, 1):
 WIDE_TABLE = int(os.environ.get("DSV4_TOPK_WIDE_TABLE", "0"))
 if WIDE_TABLE not in (0, 1):
     raise ValueError(f"DSV4_TOPK_WIDE_TABLE={WIDE_TABLE}: 0 or 1")
-# DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels with thread 0
-# of every CTA stamping the time at each phase of its chain into the module's wide_trace array (a diagnostic build).
+# DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (and since
+# session 22 lean_regs' ranked path) with thread 0 of every CTA stamping the time at each phase of its chain into the
+# module's wide_trace array (a diagnostic build).
 TRACE = int(_loader.env_choice("DSV4_TOPK_TRACE", ("0", "1"), "0"))
 TRACE_CTAS, TRACE_PHASES = 8192, 10  # wide_trace[CTA][phase][(ns, cycles)]: 9 phases, then 1 + the SM (160 B a CTA)
 # A row of seq_len <= SOLO_COLUMNS (and within the chunk buffer) in a cluster launch is selected by
