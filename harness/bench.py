@@ -75,9 +75,12 @@ def time_planner(module, case, x, device, reps=20):
     return timing_from(samples, "wall")
 
 
-def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None):
+def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None,
+               graph_below=GRAPH_BELOW_US):
     """prepared: (inputs, reference outputs) from check.prepare, shared by every backend.
-    peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device)."""
+    peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device);
+    graph_below: an events median under it is timed again as graph replays (0: never; same_clock
+    settles a case's backends on one clock afterwards)."""
     record = Record(case.op, case.name, backend.name, "pass")
     x = prepared[0].clone()
     checked = check.check_case(backend, case, device, prepared=prepared)  # works on its own copies
@@ -96,33 +99,69 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     except Exception as err:  # a backend that cannot run this case still leaves the others
         record.verdict, record.message = "error", f"timing failed: {type(err).__name__}: {err}"
         return record
-    if record.timing.clock == "cuda-events" and record.timing.median_us < GRAPH_BELOW_US:
-        # each input copy with its own plans; a call that synchronises cannot be captured (kept: events)
-        copies = [x] + [prepared[0].clone() for _ in range(_rotations(work.bytes, flush) - 1)]
-        try:
-            graphed = time_graph([_call(backend.module, case, c) for c in copies], device, label=label)
-            record.extra["events_median_us"] = record.timing.median_us
-            record.extra["input_copies"] = len(copies)
-            record.timing = graphed
-        except RuntimeError as err:  # a backend whose op syncs cannot be captured: keep the events
-            record.extra["graph_error"] = f"{type(err).__name__}: {str(err)[:200]}"
+    if record.timing.clock == "cuda-events" and record.timing.median_us < graph_below:
+        time_as_graph(record, backend, case, device, prepared, flush, x)
     after = telemetry(device)
     if before:
         record.extra["telemetry"] = {"before": before, "after": after}
         record.extra["throttled"] = throttled(before, after)
+    return rates(record, case, copy_gbps, peaks)
+
+
+def time_as_graph(record, backend, case, device, prepared, flush, x=None):
+    """The record's events timing replaced by CUDA-graph replays of the call over rotated input copies, each
+    with its own plans (the events median kept in extra); a call that synchronises cannot be captured: its
+    events stay, and extra says why. False where it kept them."""
+    x = prepared[0].clone() if x is None else x
+    copies = [x] + [prepared[0].clone() for _ in range(_rotations(record.bytes, flush) - 1)]
+    label = nvtx_label(case.op, case.name, backend.name)
+    try:
+        graphed = time_graph([_call(backend.module, case, c) for c in copies], device, label=label)
+    except RuntimeError as err:  # a backend whose op syncs cannot be captured: keep the events
+        record.extra["graph_error"] = f"{type(err).__name__}: {str(err)[:200]}"
+        return False
+    record.extra["events_median_us"] = record.timing.median_us
+    record.extra["input_copies"] = len(copies)
+    record.timing = graphed
+    return True
+
+
+def rates(record, case, copy_gbps, peaks):
+    """The record's per-step time, rates and roofline from its timing (again after a change of clock)."""
     layers = cases.LAYERS[cases.preset_of(case)]
     plan_us = record.plan_timing.median_us if record.plan_timing else 0.0
     record.extra.update(layers=layers, per_step_us=plan_us + layers * record.timing.median_us)
     seconds = record.timing.median_us * 1e-6
-    record.gbps = work.bytes / seconds / 1e9
-    record.tflops = work.flops / seconds / 1e12
+    record.gbps = record.bytes / seconds / 1e9
+    record.tflops = record.flops / seconds / 1e12
     if copy_gbps:
         record.pct_copy = 100 * record.gbps / copy_gbps
     if peaks is not None:
-        record.floor_us = roofline.floor_us(work, peaks)
+        record.floor_us = roofline.floor_us(roofline.Work(record.bytes, record.flops), peaks)
         record.pct_datasheet = 100 * record.floor_us / record.timing.median_us
         if record.timing.median_us < 0.95 * record.floor_us:  # faster than the hardware can be
             record.verdict = "error"
             record.message = (f"{record.timing.median_us:.1f} us is under the roofline floor {record.floor_us:.1f} us "
                               f"({peaks.name} datasheet): the timer or the byte model is wrong")
     return record
+
+
+def same_clock(records, backends, case, device, prepared, copy_gbps, peaks=None, flush=None):
+    """One clock for a case's backends, so that their ratio compares like with like: where one was timed as
+    graph replays (its events under GRAPH_BELOW_US) and another by events (over it), the others are timed
+    as graph replays too (FlashInfer's method for short calls; a peer at 21 us by events beside ours at 14 by
+    graph had compared ~5 us of launch gaps, not kernels). A call that cannot be captured keeps its events
+    and its record says so (extra["mixed_clocks"]). records: the case's, in the order of `backends`."""
+    timed = [r for r in records if r.timing is not None and r.verdict != "error"]
+    if not any(r.timing.clock == "cuda-graph" for r in timed):
+        return records
+    for record, backend in zip(records, backends):
+        if record in timed and record.timing.clock == "cuda-events" and "graph_error" not in record.extra:
+            if time_as_graph(record, backend, case, device, prepared, flush):
+                record.extra["graphed_for"] = "same clock as the case's other backends"
+                rates(record, case, copy_gbps, peaks)
+    clocks = {r.timing.clock for r in timed}
+    if len(clocks) > 1:
+        for r in timed:
+            r.extra["mixed_clocks"] = sorted(clocks)
+    return records

@@ -501,9 +501,11 @@ def bench_command(args):
     env = results.environment(device)
     for case in chosen:
         prepared = check.prepare(case, device)
+        case_records = []
         for backend in loaded:
             r = bench.bench_case(backend, case, device, copy, prepared, reps=args.reps, peaks=peaks, flush=flush)
             records.append(r)
+            case_records.append(r)
             t = f"{r.timing.median_us:.1f} us" if r.timing else "-"
             print(f"[{len(records)}/{total}] {backend.name} {case.id}: {r.verdict} {t}", file=sys.stderr)
             if args.out:  # after every record, so a run stopped by a time limit keeps what it measured
@@ -512,6 +514,14 @@ def bench_command(args):
             if r.verdict == "error" and check.cuda_context_lost(device):
                 _context_lost(backend.name, case.id, r.message, total - len(records))
                 return 2
+        # one clock for the case's backends (a ratio of a graph replay to an events time compares launch gaps)
+        for r in bench.same_clock(case_records, loaded, case, device, prepared, copy, peaks, flush):
+            if "graphed_for" in r.extra:
+                print(f"[same clock] {r.backend} {case.id}: {r.timing.median_us:.1f} us by graph "
+                      f"({r.extra['events_median_us']:.1f} by events)", file=sys.stderr)
+        if args.out:
+            _speedups(records)
+            results.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
     _speedups(records)
     rates = device != "cpu"  # a wall-clock rate on the CPU measures the plumbing: left blank
     rows = [[r.op, r.case, r.backend, r.verdict, r.timing.clock if r.timing else "-",

@@ -161,3 +161,53 @@ def test_pytest_benchmark_export_is_made_by_pytest_benchmark(tmp_path):
     assert doc["version"] == pytest_benchmark.__version__ and "python_implementation" in doc["machine_info"]
     assert {k: entry["stats"][k] for k in want.fields} == pytest.approx(want.as_dict())
     assert entry["group"] == "topk_indices" and entry["param"] == "torch" and entry["stats"]["rounds"] == 5
+
+
+# ---- one clock a case (bench.same_clock): a graph replay's time is never set against an events time
+class _Inputs:
+    def clone(self):
+        return self
+
+
+def _timed(backend, clock, median):
+    r = bench.Record("topk_indices", "b64-65536", backend, "pass", bytes=16 << 20)
+    r.timing = timer.Timing(median, median, median, 10, clock)
+    return r
+
+
+def _same_clock(monkeypatch, records, graph):
+    from harness import cases
+    monkeypatch.setattr(bench, "_call", lambda module, case, x: module)
+    monkeypatch.setattr(bench, "time_graph", lambda calls, device, label=None: graph(calls[0]))
+    backends = [SimpleNamespace(name=r.backend, module=r.backend) for r in records]
+    case = cases.find("topk_indices", "b64-65536")
+    return bench.same_clock(records, backends, case, "cuda", (_Inputs(), None), copy_gbps=3000.0)
+
+
+def test_same_clock_times_the_events_backend_of_a_graphed_case_by_graph_and_redoes_its_rates(monkeypatch):
+    ours, peer = _timed("cuda", "cuda-graph", 14.3), _timed("sglang", "cuda-events", 21.0)
+    _same_clock(monkeypatch, [ours, peer], lambda backend: timer.Timing(16.0, 15.9, 16.2, 20, "cuda-graph"))
+    assert peer.timing.clock == "cuda-graph" and peer.timing.median_us == 16.0
+    assert peer.extra["events_median_us"] == 21.0 and "graphed_for" in peer.extra
+    assert peer.gbps == pytest.approx((16 << 20) / 16e-6 / 1e9) and peer.pct_copy == pytest.approx(peer.gbps / 30)
+    assert ours.timing.median_us == 14.3 and "graphed_for" not in ours.extra  # already on the graph's clock
+    assert "mixed_clocks" not in peer.extra and "mixed_clocks" not in ours.extra
+
+
+def test_same_clock_leaves_a_case_timed_by_events_alone(monkeypatch):
+    ours, peer = _timed("cuda", "cuda-events", 21.4), _timed("sglang", "cuda-events", 22.9)
+
+    def never(backend):
+        raise AssertionError("no backend of an events-only case is graphed")
+    _same_clock(monkeypatch, [ours, peer], never)
+    assert (ours.timing.median_us, peer.timing.median_us) == (21.4, 22.9)
+
+
+def test_same_clock_flags_a_case_whose_backend_cannot_be_captured(monkeypatch):
+    ours, peer = _timed("cuda", "cuda-graph", 14.3), _timed("sglang", "cuda-events", 21.0)
+
+    def syncs(backend):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    _same_clock(monkeypatch, [ours, peer], syncs)
+    assert peer.timing.clock == "cuda-events" and "capturing" in peer.extra["graph_error"]
+    assert ours.extra["mixed_clocks"] == peer.extra["mixed_clocks"] == ["cuda-events", "cuda-graph"]
