@@ -668,17 +668,23 @@ def topk_indices_plan(seq_lens, page_table, *, k=512, page_size=64, validate=Tru
     return plan
 
 
+@functools.lru_cache(maxsize=64)
+def _short_columns(k, page_size, width, device):
+    """short_output's constants: the columns 0..k-1, each one's page-table column (clamped to the table's width) and
+    its offset in its page (int32), on `device`."""
+    column = torch.arange(k, device=device)
+    return column, (column // page_size).clamp(max=width - 1), (column % page_size).int()
+
+
 def short_output(seq_lens, page_table, k, page_size):
     """The output of a call whose rows are all <= k, from its metadata alone, on its device: each row's columns
     < seq_len through its page-table entries, in column order, -1 past them (a few small torch kernels, once a step:
-    not a host copy, whose pinned staging measured ~0.4 ms a plan)."""
-    column = torch.arange(k, device=page_table.device)
-    if page_table.shape[1]:
-        pages = page_table[:, (column // page_size).clamp(max=page_table.shape[1] - 1)].long()
-    else:  # no row has a column
-        pages = torch.zeros((page_table.shape[0], k), dtype=torch.long, device=page_table.device)
-    valid = column[None, :] < seq_lens[:, None]
-    return torch.where(valid, pages * page_size + column % page_size, -1).int()
+    not a host copy, whose pinned staging measured ~0.4 ms a plan; the column constants cached: 182 -> 71 us on the
+    H100, session 22's call 2). int32 throughout: page x page_size + offset wraps as the int64 form's cast did."""
+    if not page_table.shape[1]:  # no row has a column
+        return torch.full((page_table.shape[0], k), -1, dtype=torch.int32, device=page_table.device)
+    column, page, offset = _short_columns(k, page_size, page_table.shape[1], page_table.device)
+    return torch.where(column[None, :] < seq_lens[:, None], torch.add(offset, page_table[:, page], alpha=page_size), -1)
 
 
 def copy_launch(elements, sms):
