@@ -75,12 +75,11 @@ def time_planner(module, case, x, device, reps=20):
     return timing_from(samples, "wall")
 
 
-def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None,
-               graph_below=GRAPH_BELOW_US):
+def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, flush=None):
     """prepared: (inputs, reference outputs) from check.prepare, shared by every backend.
-    peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device);
-    graph_below: an events median under it is timed again as graph replays (0: never; same_clock
-    settles a case's backends on one clock afterwards)."""
+    peaks: the device's datasheet roof (roofline.device_peaks); flush: l2_flush_buffer(device).
+    An events median under GRAPH_BELOW_US is timed again as graph replays (same_clock then puts the
+    case's other backends on that clock)."""
     record = Record(case.op, case.name, backend.name, "pass")
     x = prepared[0].clone()
     checked = check.check_case(backend, case, device, prepared=prepared)  # works on its own copies
@@ -99,7 +98,7 @@ def bench_case(backend, case, device, copy_gbps, prepared, reps=30, peaks=None, 
     except Exception as err:  # a backend that cannot run this case still leaves the others
         record.verdict, record.message = "error", f"timing failed: {type(err).__name__}: {err}"
         return record
-    if record.timing.clock == "cuda-events" and record.timing.median_us < graph_below:
+    if record.timing.clock == "cuda-events" and record.timing.median_us < GRAPH_BELOW_US:
         time_as_graph(record, backend, case, device, prepared, flush, x)
     after = telemetry(device)
     if before:
@@ -156,7 +155,8 @@ def same_clock(records, backends, case, device, prepared, copy_gbps, peaks=None,
     if not any(r.timing.clock == "cuda-graph" for r in timed):
         return records
     for record, backend in zip(records, backends):
-        if record in timed and record.timing.clock == "cuda-events" and "graph_error" not in record.extra:
+        if (any(record is r for r in timed) and record.timing.clock == "cuda-events"
+                and "graph_error" not in record.extra):
             if time_as_graph(record, backend, case, device, prepared, flush):
                 record.extra["graphed_for"] = "same clock as the case's other backends"
                 rates(record, case, copy_gbps, peaks)
