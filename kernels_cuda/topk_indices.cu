@@ -678,9 +678,9 @@ static_assert(FAST_CUTS >= 0 && FAST_CUTS <= 511 && (!(FAST_CUTS & FAST_MASK_WAL
 // write-out, the candidates' and the heavy ties' mapping from there: no global load after the last barrier; page
 // sizes below 4 VECS keep the L2 prefetch and the global mapping)
 #define HALF_TABLE_SHARED 1
-// 2 (session 22; default with 1): FAST_KEYS_BY_VECTOR's order in fast_half_row: the histogram's zeroing barrier before the PDL wait,
-// and each vector's fp16 keys counted as its load lands, not after a barrier behind the CTA's last load (SGLang's
-// order). The same counts, so the same bits out
+// 2 (session 22; default with 1): FAST_KEYS_BY_VECTOR's order in fast_half_row: the histogram's zeroing barrier
+// before the PDL wait, and each vector's fp16 keys counted as its load lands, not after a barrier behind the CTA's
+// last load (SGLang's order). The same counts, so the same bits out
 #define HALF_KEYS_BY_VECTOR 2
 static_assert(HALF_CUTS >= 0 && HALF_CUTS <= 3, "HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR");
 
@@ -1043,6 +1043,13 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
     // in top[2 i + 1], the first of a pair in the high half): 16 keys take 8 registers through the
     // threshold search. The candidates' whole keys are read again.
     unsigned int top[2 * VECS];
+    // a word's two fp16 keys counted by their top 12 bits (HALF_KEYS_BY_VECTOR: as its vector lands; fast_kernel
+    // zeroed the histogram before its barrier then)
+    constexpr bool by_vector = (HALF_CUTS & HALF_KEYS_BY_VECTOR) != 0;
+    const auto count_word = [&](unsigned int word) {
+        atomicAdd(&hist[word >> 20], 1);
+        atomicAdd(&hist[(word >> 4) & 0xfffu], 1);
+    };
     {
         const float4* src = row();
         uint4 key[VECS];
@@ -1066,24 +1073,17 @@ __device__ __forceinline__ void fast_half_row(const float* __restrict__ logits, 
                 top[2 * i] &= c + 1 < n ? 0xffffffffu : c < n ? 0xffff0000u : 0u;
                 top[2 * i + 1] &= c + 3 < n ? 0xffffffffu : c + 2 < n ? 0xffff0000u : 0u;
             }
-            if (HALF_CUTS & HALF_KEYS_BY_VECTOR) {  // (fast_kernel zeroed the histogram before its barrier)
-#pragma unroll
-                for (int p = 2 * i; p < 2 * i + 2; ++p) {
-                    atomicAdd(&hist[top[p] >> 20], 1);
-                    atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
-                }
+            if (by_vector) {
+                count_word(top[2 * i]);
+                count_word(top[2 * i + 1]);
             }
         }
     }
-    if (!(HALF_CUTS & HALF_KEYS_BY_VECTOR)) __syncthreads();  // the histogram is zeroed
+    if (!by_vector) __syncthreads();  // the histogram is zeroed
     if (t == 0) atomicSub(&hist[0], 4 * TOPK_THREADS * VECS - n);  // the padding: its bin is 0
-    if (!(HALF_CUTS & HALF_KEYS_BY_VECTOR)) {
+    if (!by_vector) {
 #pragma unroll
-        for (int p = 0; p < 2 * VECS; ++p) {
-            // the fp16 key's top 12 bits
-            atomicAdd(&hist[top[p] >> 20], 1);
-            atomicAdd(&hist[(top[p] >> 4) & 0xfffu], 1);
-        }
+        for (int p = 0; p < 2 * VECS; ++p) count_word(top[p]);
     }
     if (table_cached()) wait_page_entries();  // the copy is read after lean_threshold's barriers
     __syncthreads();
@@ -1343,7 +1343,8 @@ __device__ __forceinline__ void fast_kernel(const float* __restrict__ logits, lo
     // FAST_CUTS & FAST_KEYS_BY_VECTOR: the barrier after the zeroing here, before the PDL wait (off the
     // chain), so a thread counts its keys as its own loads land: a barrier between the loads and the
     // atomics (where ptxas puts the keys' work before it) would hold every atomic until the last load.
-    constexpr bool zeroed_early = HALF ? (HALF_CUTS & HALF_KEYS_BY_VECTOR) != 0 : (FAST_CUTS & FAST_KEYS_BY_VECTOR) != 0;
+    constexpr bool zeroed_early =
+        HALF ? (HALF_CUTS & HALF_KEYS_BY_VECTOR) != 0 : (FAST_CUTS & FAST_KEYS_BY_VECTOR) != 0;
     if (zeroed_early) __syncthreads();
     // FAST_CUTS & FAST_ADDRESS_EARLY (with FAST_EARLY_LOADS): the row's pointer, seq_len's and the vectors'
     // in-bounds bits come from the arguments only, so they are made before pdl_wait() (pinned there by
@@ -1703,7 +1704,8 @@ static_assert(WIDE_WINDOW == 0 || WIDE_WINDOW == 1, "WIDE_WINDOW is 0 or 1");
 static_assert(WIDE_TABLE == 0 || WIDE_TABLE == 1, "WIDE_TABLE is 0 or 1");
 
 // DSV4_TOPK_TRACE (read at import; default 0; kernels_cuda/topk_trace.py): `1` compiles the wide kernels (wide<2/4/8>;
-// and lean_regs' ranked path, its own order of phases: see there) with thread 0 of every CTA stamping %globaltimer (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
+// and lean_regs' ranked path, its own order of phases: see there) with thread 0 of every CTA stamping %globaltimer
+// (ns, every SM's clock) and clock64 (its SM's cycles) at the phases
 // of its chain into wide_trace[linear CTA][phase]; a diagnostic build (the stamps order nothing), never the default.
 // WIDE_TRACE_CTAS and WIDE_TRACE_PHASES (topk_indices.py's DEFINES) size it; the phases: entry, row known, chunk
 // counted, histograms met, threshold, counts before, walked, placed, done; the last column's ns: 1 + the CTA's SM.
