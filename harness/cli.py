@@ -515,11 +515,12 @@ def bench_command(args):
                 _context_lost(backend.name, case.id, r.message, total - len(records))
                 return 2
         # one clock for the case's backends (a ratio of a graph replay to an events time compares launch gaps)
-        for r in bench.same_clock(case_records, loaded, case, device, prepared, copy, peaks, flush):
-            if "graphed_for" in r.extra:
-                print(f"[same clock] {r.backend} {case.id}: {r.timing.median_us:.1f} us by graph "
-                      f"({r.extra['events_median_us']:.1f} by events)", file=sys.stderr)
-        if args.out:
+        regraphed = [r for r in bench.same_clock(case_records, loaded, case, device, prepared, copy, peaks, flush)
+                     if "graphed_for" in r.extra]
+        for r in regraphed:
+            print(f"[same clock] {r.backend} {case.id}: {r.timing.median_us:.1f} us by graph "
+                  f"({r.extra['events_median_us']:.1f} by events)", file=sys.stderr)
+        if args.out and regraphed:  # (the records as written after each one, with the new clock)
             _speedups(records)
             results.write_json(args.out, device, {"copy_gbps": copy}, records, peaks, env=env, complete=False)
     _speedups(records)
