@@ -174,17 +174,20 @@ def test_the_half_cuts_switch_is_declared_as_a_define_and_on_by_default():
         assert T.FAST_CUTS == 255 | TABLE_SHARED_NOT_1
 
 
-def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
+def test_the_half_and_fast1_switches_fit_without_spills(monkeypatch):
     # HALF_CUTS 1: every half<VECS> within its two CTAs an SM (32 registers), no spill or stack, 4 KB more shared
     # memory (two CTAs still fit); FAST_CUTS 511: fast<1>'s shared memory back to 63's (no table copy), fast<2> /
-    # fast<4> keep 255's
+    # fast<4> keep 255's; HALF_CUTS 3 (bit 2 on 1, session 22): the same, and half's shared memory 1's (its SASS,
+    # NVRTC 13.0: the zeroing barrier before ACQBULK, each vector's ATOMS after its F2FP)
     pytest.importorskip("cupy")
     from kernels_cuda import _loader, build
     half = [f"dsv4_topk_indices_half<{v}>" for v in T.FAST_VECS]
     fast = [f"dsv4_topk_indices_fast<{v}>" for v in T.FAST_VECS]
     monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", half + fast)
     res = {}
-    for fast_cuts, half_cuts in ((63, 0), (255, 0), (255 | TABLE_SHARED_NOT_1, HALF_TABLE_SHARED)):
+    both = 255 | TABLE_SHARED_NOT_1
+    for fast_cuts, half_cuts in ((63, 0), (255, 0), (both, HALF_TABLE_SHARED),
+                                 (both, HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR)):
         monkeypatch.setitem(T.DEFINES, "FAST_CUTS", fast_cuts)
         monkeypatch.setitem(T.DEFINES, "HALF_CUTS", half_cuts)
         _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
@@ -193,33 +196,15 @@ def test_the_half_table_and_fast1_switches_fit_without_spills(monkeypatch):
             assert r[expr]["spill_stores"] == r[expr]["spill_loads"] == r[expr]["stack"] == 0, (fast_cuts, expr, r)
         for expr in half + fast[:1]:
             assert r[expr]["registers"] <= 32, (half_cuts, expr, r[expr])
-        res[fast_cuts] = r
-    switched = res[255 | TABLE_SHARED_NOT_1]
+        res[fast_cuts, half_cuts] = r
+    switched = res[both, HALF_TABLE_SHARED]
     for expr in half:
-        assert switched[expr]["smem"] == res[255][expr]["smem"] + 4 * THREADS, expr
+        assert switched[expr]["smem"] == res[255, 0][expr]["smem"] + 4 * THREADS, expr
         assert 2 * switched[expr]["smem"] <= 227 * 1024, expr
-    assert switched[fast[0]]["smem"] == res[63][fast[0]]["smem"]
+        assert res[both, HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR][expr]["smem"] == switched[expr]["smem"], expr
+    assert switched[fast[0]]["smem"] == res[63, 0][fast[0]]["smem"]
     for expr in fast[1:]:
-        assert switched[expr]["smem"] == res[255][expr]["smem"], expr
-
-
-def test_the_half_keys_by_vector_cut_fits_without_spills(monkeypatch):
-    # HALF_CUTS 3 (bit 2 on the default's 1): every half<VECS> still at 32 registers, no spill or stack, the same
-    # shared memory (its SASS, NVRTC 13.0: the zeroing barrier before ACQBULK, each vector's ATOMS after its F2FP)
-    pytest.importorskip("cupy")
-    from kernels_cuda import _loader, build
-    half = [f"dsv4_topk_indices_half<{v}>" for v in T.FAST_VECS]
-    monkeypatch.setitem(_loader.KERNELS, "topk_indices.cu", half)
-    res = {}
-    for half_cuts in (HALF_TABLE_SHARED, HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR):
-        monkeypatch.setitem(T.DEFINES, "HALF_CUTS", half_cuts)
-        _, lowered, log = _loader.compile_cubin("topk_indices.cu", "sm_90a")
-        res[half_cuts] = build.resources(log, lowered)
-    for expr in half:
-        cut = res[HALF_TABLE_SHARED | HALF_KEYS_BY_VECTOR][expr]
-        assert cut["spill_stores"] == cut["spill_loads"] == cut["stack"] == 0, (expr, cut)
-        assert cut["registers"] <= 32, (expr, cut)
-        assert cut["smem"] == res[HALF_TABLE_SHARED][expr]["smem"], expr
+        assert switched[expr]["smem"] == res[255, 0][expr]["smem"], expr
 
 
 def _random_rows(batch, columns, page_size, seed, lens):
