@@ -2817,7 +2817,7 @@ __global__ void TOPK_CLUSTER_DIMS(CLUSTER) __launch_bounds__(TOPK_THREADS, 1)
         if (table_staged && t < pages) s.slice[t] = table_entry;  // before wide_write_staged's CTA barrier
         wide_stamp(7);
         wide_write_staged<CLUSTER>(out_row + first_above, staging, cta_above, map_row, page_size);
-        wide_stamp(5);  // (the write-out and the last cluster barrier passed: phase 5, unused here)
+        wide_stamp(5);  // (the write-out and its cluster barrier passed, in the slot of phase 5, which this path lacks)
         if (rank == 0)
             rank_candidates(s.candidates, inside, remaining, [&](int rank_of, int column) {
                 out_row[k - remaining + rank_of] = mapped_paged(map_row, column, page_size);
